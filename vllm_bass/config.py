@@ -1,0 +1,140 @@
+"""The one typed, validated BASS configuration.
+
+Users write it inside vLLM's speculative config (`{"method": "bass", "model": DRAFT, ...}`) or
+through the CLI flags the plugin adds; the plugin turns it into vLLM's own `draft_model`
+speculative config plus this object, which travels to every process inside
+`VllmConfig.additional_config["bass"]` (a plain dict, so it pickles and serialises anywhere).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ADDITIONAL_CONFIG_KEY = "bass"
+MAX_DRAFT_TOKENS = 32  # the paper's l_limit, and the most draft tokens one step may carry
+DRAFT_LENGTH_POLICIES = ("bass", "per_request", "fixed")
+DRAFT_SAMPLE_METHODS = ("probabilistic", "greedy")
+ACCEPTANCE_MODES = ("standard", "synthetic")
+
+DraftLengthPolicyName = Literal["bass", "per_request", "fixed"]
+
+
+class BassConfigError(ValueError):
+    """A BASS option is wrong; the message names the flag or field and what would be valid."""
+
+
+@dataclass
+class BassConfig:
+    """Options of the BASS speculative worker (all but `draft_model` have defaults)."""
+
+    draft_model: str
+    # Upper bound on the draft length of any sequence in any step; also what the scheduler
+    # reserves as KV lookahead. For the `fixed` policy it is the draft length itself.
+    num_speculative_tokens: int = 7
+    draft_length_policy: DraftLengthPolicyName = "bass"
+    # Paper Algorithm 1 constants (l0, l_incre, l_mod; l_limit is num_speculative_tokens).
+    initial_draft_length: int = 7
+    draft_length_increment: int = 2
+    draft_length_shrink_divisor: int = 10
+    # Turn drafting off when the cost model predicts speculation is slower than plain decoding.
+    auto_off: bool = True
+    # How the draft samples its tokens when the request samples (temperature > 0):
+    # "probabilistic" samples from the draft's distribution q and verifies with min(1, p/q);
+    # "greedy" proposes the draft argmax (q is a point mass). Both are exact.
+    draft_sample_method: Literal["probabilistic", "greedy"] = "probabilistic"
+    # Acceptance process. "synthetic" replaces the accept test with fixed per-position rates
+    # (benchmarks on dummy weights, as vLLM's rejection_sample_method="synthetic").
+    acceptance_mode: Literal["standard", "synthetic"] = "standard"
+    synthetic_acceptance_rates: list[float] | None = None
+    # Heterogeneous synthetic acceptance: each request draws one of these rate lists.
+    synthetic_acceptance_rate_groups: list[list[float]] | None = None
+    # Check that the draft's tokenizer is the target's (disable only for known-compatible pairs).
+    check_tokenizer: bool = True
+    # per_request policy: EMA factor of per-position acceptance estimates.
+    acceptance_ema: float = 0.2
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def max_draft_tokens(self) -> int:
+        return self.num_speculative_tokens
+
+    def validate(self) -> None:
+        def bad(name: str, valid: str, got: Any) -> BassConfigError:
+            return BassConfigError(
+                f"BASS option '{name}' (flag --{name.replace('_', '-')}) must be {valid}; "
+                f"got {got!r}"
+            )
+
+        if not isinstance(self.draft_model, str) or not self.draft_model:
+            raise BassConfigError(
+                "--spec-worker bass needs a draft model: pass --speculative-model DRAFT "
+                "(or 'model' in --speculative-config / speculative_config)"
+            )
+        k = self.num_speculative_tokens
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_DRAFT_TOKENS:
+            raise bad("num_speculative_tokens", f"an integer in 1..{MAX_DRAFT_TOKENS}", k)
+        if self.draft_length_policy not in DRAFT_LENGTH_POLICIES:
+            raise bad("draft_length_policy", f"one of {DRAFT_LENGTH_POLICIES}",
+                      self.draft_length_policy)
+        for name in ("initial_draft_length", "draft_length_increment",
+                     "draft_length_shrink_divisor"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise bad(name, "a positive integer", v)
+        if self.draft_sample_method not in DRAFT_SAMPLE_METHODS:
+            raise bad("draft_sample_method", f"one of {DRAFT_SAMPLE_METHODS}",
+                      self.draft_sample_method)
+        if self.acceptance_mode not in ACCEPTANCE_MODES:
+            raise bad("acceptance_mode", f"one of {ACCEPTANCE_MODES}", self.acceptance_mode)
+        if not 0.0 < float(self.acceptance_ema) <= 1.0:
+            raise bad("acceptance_ema", "in (0, 1]", self.acceptance_ema)
+        if self.acceptance_mode == "synthetic":
+            groups = self.synthetic_rate_groups()
+            if not groups:
+                raise bad("synthetic_acceptance_rates",
+                          "a list of per-position acceptance rates when "
+                          "acceptance_mode='synthetic'", None)
+            for rates in groups:
+                if not rates or len(rates) > MAX_DRAFT_TOKENS or any(
+                        not 0.0 <= float(r) <= 1.0 for r in rates):
+                    raise bad("synthetic_acceptance_rates",
+                              f"1..{MAX_DRAFT_TOKENS} rates in [0, 1]", rates)
+                if any(b > a for a, b in zip(rates, rates[1:])):
+                    raise bad("synthetic_acceptance_rates",
+                              "non-increasing (unconditional rates per position)", rates)
+        elif self.synthetic_acceptance_rates or self.synthetic_acceptance_rate_groups:
+            raise bad("acceptance_mode", "'synthetic' when synthetic acceptance rates are given",
+                      self.acceptance_mode)
+
+    def synthetic_rate_groups(self) -> list[list[float]]:
+        groups = list(self.synthetic_acceptance_rate_groups or [])
+        if self.synthetic_acceptance_rates:
+            groups.insert(0, list(self.synthetic_acceptance_rates))
+        return groups
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, options: dict[str, Any]) -> "BassConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise BassConfigError(
+                f"unknown BASS option(s) {unknown}; valid options: {sorted(known - {'extra'})}"
+            )
+        return cls(**options)
+
+
+def bass_config_from_vllm(vllm_config: Any) -> BassConfig | None:
+    """The BassConfig carried by a VllmConfig, or None when BASS is not on."""
+    extra = getattr(vllm_config, "additional_config", None) or {}
+    options = extra.get(ADDITIONAL_CONFIG_KEY)
+    if options is None:
+        return None
+    return BassConfig.from_dict(dict(options))

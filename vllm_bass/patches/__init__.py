@@ -1,0 +1,71 @@
+"""Every change vllm-bass makes to vLLM internals lives in this package, one module per symbol.
+
+Each module states what it patches, why, and when it can go, and declares
+`PATCHED_SYMBOL` / `EXPECTED_SIGNATURE` so `tests/patches` fails the moment vLLM changes the
+patched symbol's signature. Patches are idempotent: applying twice wraps once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any, Callable
+
+_MARK = "__vllm_bass_original__"
+
+PATCH_MODULES = (
+    "vllm_bass.patches.engine_args_cli",
+    "vllm_bass.patches.engine_args_config",
+)
+
+
+def resolve(dotted: str) -> tuple[Any, str, Any]:
+    """'pkg.mod.Class.attr' -> (owner object, attribute name, raw attribute from __dict__)."""
+    parts = dotted.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for name in parts[split:-1]:
+            obj = getattr(obj, name)
+        raw = obj.__dict__[parts[-1]] if isinstance(obj, type) else getattr(obj, parts[-1])
+        return obj, parts[-1], raw
+    raise ImportError(f"cannot resolve {dotted}")
+
+
+def unwrap(raw: Any) -> Callable:
+    func = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+    return getattr(func, _MARK, func)
+
+
+def current_signature(dotted: str) -> str:
+    """Signature of the ORIGINAL vLLM symbol (through our wrapper if applied)."""
+    _, _, raw = resolve(dotted)
+    return str(inspect.signature(unwrap(raw)))
+
+
+def is_patched(dotted: str) -> bool:
+    _, _, raw = resolve(dotted)
+    func = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+    return hasattr(func, _MARK)
+
+
+def wrap(dotted: str, make_wrapper: Callable[[Callable], Callable]) -> None:
+    """Replace `dotted` by make_wrapper(original), keeping static/class-method kind; idempotent."""
+    owner, name, raw = resolve(dotted)
+    kind = type(raw) if isinstance(raw, (staticmethod, classmethod)) else None
+    func = raw.__func__ if kind else raw
+    if hasattr(func, _MARK):
+        return
+    wrapper = make_wrapper(func)
+    wrapper.__wrapped__ = func
+    setattr(wrapper, _MARK, func)
+    wrapper.__name__ = getattr(func, "__name__", name)
+    wrapper.__doc__ = getattr(func, "__doc__", None)
+    setattr(owner, name, kind(wrapper) if kind else wrapper)
+
+
+def apply_all() -> None:
+    for module in PATCH_MODULES:
+        importlib.import_module(module).apply()

@@ -1,0 +1,113 @@
+"""Draft-length policies: how many tokens the draft proposes for each sequence next step.
+
+A policy sees, after every verification, each drafted sequence's (draft length, accepted
+count) and answers the next step's lengths. Policies are pure and deterministic given those
+observations, so every tensor-parallel rank computes the same answer without talking.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Verified:
+    req_id: str
+    num_draft: int      # draft tokens verified this step (> 0)
+    num_accepted: int   # accepted draft tokens (0..num_draft); the bonus token not counted
+
+
+@dataclass(frozen=True)
+class DraftPlan:
+    """Next step: the drafter runs `batch_length` steps; `per_request` (when set) truncates
+    individual sequences to shorter drafts (a ragged batch); 0 means no speculation."""
+
+    batch_length: int
+    per_request: dict[str, int] | None = None
+
+    def length_for(self, req_id: str) -> int:
+        if self.per_request is None:
+            return self.batch_length
+        return self.per_request.get(req_id, self.batch_length)
+
+
+class DraftLengthPolicy:
+    name = "base"
+
+    def observe(self, verified: list[Verified]) -> None:
+        pass
+
+    def plan(self, req_ids: list[str]) -> DraftPlan:
+        raise NotImplementedError
+
+    def forget(self, req_id: str) -> None:
+        pass
+
+
+class FixedDraftLength(DraftLengthPolicy):
+    """A constant K, like vLLM's own draft_model speculation."""
+
+    name = "fixed"
+
+    def __init__(self, length: int):
+        self.length = length
+
+    def plan(self, req_ids: list[str]) -> DraftPlan:
+        return DraftPlan(self.length)
+
+
+class BassAlgorithm1(DraftLengthPolicy):
+    """Paper's Algorithm 1: one draft length for the whole batch.
+
+    If some sequence accepted its whole draft, grow by `increment` up to `limit`; otherwise
+    shrink by ceil(l / shrink_divisor), one more if the previous update also shrank, and never
+    below 1 nor below the largest accepted count.
+    """
+
+    name = "bass"
+
+    def __init__(self, initial: int = 7, increment: int = 2, limit: int = 32,
+                 shrink_divisor: int = 10):
+        self.length = max(1, min(initial, limit))
+        self.increment = increment
+        self.limit = limit
+        self.shrink_divisor = shrink_divisor
+        self.shrank_last_step = False
+        self.history: list[int] = [self.length]
+
+    def observe(self, verified: list[Verified]) -> None:
+        if not verified:
+            return
+        max_accepted = max(v.num_accepted for v in verified)
+        whole = any(v.num_accepted == v.num_draft and v.num_draft >= self.length
+                    for v in verified)
+        if whole:
+            self.length = min(self.length + self.increment, self.limit)
+            self.shrank_last_step = False
+        else:
+            shrink = math.ceil(self.length / self.shrink_divisor)
+            if self.shrank_last_step:
+                shrink += 1
+            self.length = max(1, max_accepted, self.length - shrink)
+            self.shrank_last_step = True
+        self.history.append(self.length)
+
+    def plan(self, req_ids: list[str]) -> DraftPlan:
+        return DraftPlan(self.length)
+
+
+def make_policy(bass_config) -> DraftLengthPolicy:
+    name = bass_config.draft_length_policy
+    k_max = bass_config.num_speculative_tokens
+    if name == "fixed":
+        return FixedDraftLength(k_max)
+    if name == "bass":
+        return BassAlgorithm1(bass_config.initial_draft_length,
+                              bass_config.draft_length_increment, k_max,
+                              bass_config.draft_length_shrink_divisor)
+    if name == "per_request":
+        from vllm_bass.proposer.per_request import PerRequestDraftLength
+
+        return PerRequestDraftLength(bass_config)
+    raise ValueError(f"unknown draft_length_policy {name!r}")

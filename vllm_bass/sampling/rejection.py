@@ -1,0 +1,153 @@
+"""Exact speculative (rejection) sampling over a ragged batch of drafts, in plain torch.
+
+Why our own: vLLM 0.27.1's draft_model path samples a measurably wrong distribution on the
+CPU platform (its CPU stand-ins for the Triton kernels), and it has no per-request
+heterogeneous synthetic acceptance. This module is one torch implementation for every
+device, vectorised over the batch, with the randomness drawn separately so a float64
+reference can be fed the very same draws in tests.
+
+Rule (Leviathan et al. / Chen et al.; BASS uses the same): draft token x at position j is
+accepted with probability min(1, p(x) / q(x)); at the first rejection the output is a sample
+of normalize(max(0, p - q)); if every draft token is accepted, a bonus token is sampled from
+the target at the next position. Greedy requests accept x iff x == argmax p and emit argmax p
+on rejection, which makes greedy output identical to non-speculative greedy decoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+PLACEHOLDER_TOKEN_ID = -1
+GREEDY_TEMPERATURE = 0.0
+_SAMPLING_EPS = 1e-5
+
+
+@dataclass
+class SpeculationRandomness:
+    """The random draws of one verification step.
+
+    uniforms: [num_tokens] float64 in [0, 1), one per draft token (the accept test).
+    recovery_noise: [batch, vocab] Exp(1) draws; argmax(residual / noise) samples the
+        residual distribution (only the first rejected position of a request is ever used,
+        so one row per request suffices).
+    """
+
+    uniforms: torch.Tensor
+    recovery_noise: torch.Tensor
+
+
+def draw_randomness(num_draft_tokens: list[int], vocab_size: int,
+                    generators: dict[int, torch.Generator] | None,
+                    device: torch.device) -> SpeculationRandomness:
+    """Draw the step's randomness; requests with their own torch.Generator (per-request
+    seeds) draw from it, in request order, so seeded outputs are reproducible."""
+    num_tokens = sum(num_draft_tokens)
+    uniforms = torch.rand(num_tokens, dtype=torch.float64, device=device)
+    noise = torch.empty(len(num_draft_tokens), vocab_size, dtype=torch.float64,
+                        device=device).exponential_()
+    if generators:
+        starts = [0]
+        for n in num_draft_tokens:
+            starts.append(starts[-1] + n)
+        for i, gen in generators.items():
+            n = num_draft_tokens[i]
+            if n == 0:
+                continue  # no draws for undrafted requests: keeps seeded streams aligned
+            uniforms[starts[i]:starts[i] + n].uniform_(generator=gen)
+            noise[i].exponential_(generator=gen)
+    return SpeculationRandomness(uniforms, noise)
+
+
+def rejection_sample(
+    draft_token_ids: torch.Tensor,      # [T] int
+    num_draft_tokens: list[int],        # [B], ragged (0 allowed)
+    target_logits: torch.Tensor,        # [T, V] after temperature / top-k / top-p
+    bonus_token_ids: torch.Tensor,      # [B] or [B, 1]
+    is_greedy: torch.Tensor,            # [B] bool: temperature 0 requests
+    draft_probs: torch.Tensor | None,   # [T, V] q, or None for a deterministic draft
+    randomness: SpeculationRandomness | None,
+    synthetic_conditional_rates: torch.Tensor | None = None,  # [B, S] accept prob per pos
+    max_spec_len: int | None = None,
+) -> torch.Tensor:
+    """Returns [B, max_spec_len + 1] int32 token ids, PLACEHOLDER_TOKEN_ID after the end."""
+    device = target_logits.device
+    batch = len(num_draft_tokens)
+    num_tokens = int(draft_token_ids.shape[0])
+    assert target_logits.ndim == 2 and target_logits.shape[0] == num_tokens, (
+        f"target_logits {tuple(target_logits.shape)} vs {num_tokens} draft tokens")
+    assert sum(num_draft_tokens) == num_tokens, "num_draft_tokens must sum to the draft count"
+    assert draft_probs is None or draft_probs.shape == target_logits.shape
+    spec_len = max(num_draft_tokens, default=0) if max_spec_len is None else max_spec_len
+    bonus = bonus_token_ids.reshape(batch).to(torch.int32)
+    out = torch.full((batch, spec_len + 1), PLACEHOLDER_TOKEN_ID, dtype=torch.int32,
+                     device=device)
+    counts = torch.tensor(num_draft_tokens, dtype=torch.long, device=device)
+    if num_tokens == 0:
+        out[:, 0] = bonus
+        return out
+
+    req_of_token = torch.repeat_interleave(torch.arange(batch, device=device), counts)
+    starts = torch.cumsum(counts, 0) - counts
+    pos_of_token = torch.arange(num_tokens, device=device) - starts[req_of_token]
+    # A negative draft id (vLLM's placeholder for a missing / invalid draft) is a rejection.
+    valid_draft = draft_token_ids >= 0
+    draft = draft_token_ids.to(torch.long).clamp_min(0)
+    greedy_tok = is_greedy.to(device=device, dtype=torch.bool)[req_of_token]
+    all_greedy = bool(greedy_tok.all())
+
+    target_argmax = target_logits.argmax(dim=-1)
+    accept = draft == target_argmax
+    recovered = target_argmax.clone()
+
+    if not all_greedy or synthetic_conditional_rates is not None:
+        assert randomness is not None, "random requests need randomness"
+    if not all_greedy:
+        p = torch.softmax(target_logits.to(torch.float64), dim=-1)
+        p_x = p.gather(1, draft[:, None]).squeeze(1)
+        if draft_probs is None:
+            q_x = torch.ones_like(p_x)
+            residual = p.clone()
+            residual.scatter_(1, draft[:, None], 0.0)
+        else:
+            q = draft_probs.to(torch.float64)
+            q_x = q.gather(1, draft[:, None]).squeeze(1)
+            residual = (p - q).clamp_min_(0.0)
+        # p == q leaves no residual mass; rejection then has probability 0, but keep p.
+        empty = residual.sum(-1) <= 0
+        if bool(empty.any()):
+            residual[empty] = p[empty]
+        noise = randomness.recovery_noise.to(torch.float64)[req_of_token]
+        random_recovered = (residual / noise).argmax(dim=-1)
+        random_accept = (q_x > 0) & (p_x >= randomness.uniforms.to(torch.float64) * q_x)
+        accept = torch.where(greedy_tok, accept, random_accept)
+        recovered = torch.where(greedy_tok, recovered, random_recovered)
+
+    if synthetic_conditional_rates is not None:
+        rates = synthetic_conditional_rates.to(device=device, dtype=torch.float64)
+        rate = rates[req_of_token, pos_of_token.clamp_max(rates.shape[1] - 1)]
+        rate = torch.where(pos_of_token < rates.shape[1], rate, torch.zeros_like(rate))
+        accept = randomness.uniforms.to(torch.float64) < rate
+
+    accept = accept & valid_draft
+    acc_pad = torch.zeros(batch, max(spec_len, 1), dtype=torch.int32, device=device)
+    acc_pad[req_of_token, pos_of_token] = accept.to(torch.int32)
+    num_accepted = torch.cumprod(acc_pad, dim=1).sum(dim=1)  # stops at first reject/pad
+    num_accepted = torch.minimum(num_accepted, counts)
+
+    tok_pad = torch.zeros(batch, max(spec_len, 1), dtype=torch.long, device=device)
+    tok_pad[req_of_token, pos_of_token] = draft
+    rec_pad = torch.zeros_like(tok_pad)
+    rec_pad[req_of_token, pos_of_token] = recovered
+
+    cols = torch.arange(spec_len + 1, device=device)[None, :]
+    keep = cols < num_accepted[:, None]
+    if spec_len > 0:
+        out[:, :spec_len] = torch.where(keep[:, :spec_len], tok_pad[:, :spec_len].to(torch.int32),
+                                        out[:, :spec_len])
+    rejected = num_accepted < counts
+    rec_at = rec_pad.gather(1, num_accepted.clamp_max(max(spec_len, 1) - 1)[:, None]).squeeze(1)
+    last = torch.where(rejected, rec_at.to(torch.int32), bonus)
+    out.scatter_(1, num_accepted[:, None], last[:, None])
+    return out

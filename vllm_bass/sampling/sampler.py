@@ -1,0 +1,125 @@
+"""`BassRejectionSampler`: vLLM's RejectionSampler with our exact, device-agnostic core.
+
+Kept from vLLM (by inheritance): bonus-token sampling through the engine's Sampler, logits
+processors / penalties over the draft positions, logprobs. Replaced: the target-logit
+processing (temperature / top-k / top-p in plain torch, expanded per draft token) and the
+accept / recover step (`vllm_bass.sampling.rejection`), plus per-request synthetic
+acceptance for benchmarks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+from vllm.v1.outputs import SamplerOutput
+from vllm.v1.sample.rejection_sampler import MAX_SPEC_LEN, RejectionSampler
+
+from vllm_bass.config import BassConfig
+from vllm_bass.sampling.rejection import (
+    _SAMPLING_EPS,
+    draw_randomness,
+    rejection_sample,
+)
+
+
+def unconditional_to_conditional(rates: list[float], length: int) -> list[float]:
+    """P(accept pos i) -> P(accept pos i | accepted pos < i), padded with 0 to `length`."""
+    out, prev = [], 1.0
+    for r in list(rates)[:length]:
+        out.append(0.0 if prev <= 0 else min(1.0, r / prev))
+        prev = r
+    return out + [0.0] * (length - len(out))
+
+
+def process_target_logits(logits: torch.Tensor, sampling_metadata, num_draft_tokens: list[int],
+                          is_greedy: torch.Tensor) -> torch.Tensor:
+    """Temperature, top-k and top-p per draft token, as the engine's Sampler applies them."""
+    if sampling_metadata.all_greedy:
+        return logits
+    from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p
+
+    counts = torch.tensor(num_draft_tokens, device=logits.device)
+    temperature = torch.where(is_greedy, torch.ones_like(sampling_metadata.temperature),
+                              sampling_metadata.temperature)
+    logits = logits / torch.repeat_interleave(temperature, counts).unsqueeze(-1).to(logits.dtype)
+    top_k = sampling_metadata.top_k
+    top_p = sampling_metadata.top_p
+    if top_k is not None:
+        top_k = torch.repeat_interleave(top_k, counts)
+    if top_p is not None:
+        top_p = torch.repeat_interleave(top_p, counts)
+    if top_k is None and top_p is None:
+        return logits
+    return apply_top_k_top_p(logits, top_k, top_p)
+
+
+class BassRejectionSampler(RejectionSampler):
+    def __init__(self, sampler, spec_config, bass_config: BassConfig, device):
+        super().__init__(sampler, None, device)  # our synthetic mode, not vLLM's
+        self.bass_config = bass_config
+        self.synthetic_groups: torch.Tensor | None = None
+        if bass_config.acceptance_mode == "synthetic":
+            k = bass_config.num_speculative_tokens
+            self.synthetic_groups = torch.tensor(
+                [unconditional_to_conditional(r, k) for r in bass_config.synthetic_rate_groups()],
+                dtype=torch.float64, device=device)
+        self.synthetic_mode = self.synthetic_groups is not None
+        # request id -> synthetic group, so a request keeps its acceptance rates for life
+        self.request_groups: dict[str, int] = {}
+        self.current_req_ids: list[str] = []
+
+    def _synthetic_rates(self, num_reqs: int) -> torch.Tensor:
+        assert self.synthetic_groups is not None
+        n_groups = self.synthetic_groups.shape[0]
+        idx = []
+        for i in range(num_reqs):
+            rid = self.current_req_ids[i] if i < len(self.current_req_ids) else str(i)
+            if rid not in self.request_groups:
+                # deterministic per request id: same group on every TP rank and every run
+                self.request_groups[rid] = sum(rid.encode()) % n_groups
+            idx.append(self.request_groups[rid])
+        return self.synthetic_groups[torch.tensor(idx, device=self.synthetic_groups.device)]
+
+    def forward(self, metadata, draft_probs, logits, sampling_metadata) -> SamplerOutput:
+        assert metadata.max_spec_len <= MAX_SPEC_LEN
+        bonus_logits = logits[metadata.bonus_logits_indices]
+        bonus = self.sampler(
+            logits=bonus_logits,
+            sampling_metadata=replace(sampling_metadata, max_num_logprobs=-1),
+            predict_bonus_token=True,
+            logprobs_mode_override="processed_logits"
+            if self.is_processed_logprobs_mode else "raw_logits",
+        )
+        raw_target_logits = logits[metadata.target_logits_indices].to(torch.float32)
+        target_logits = raw_target_logits
+        if not self.is_processed_logprobs_mode:
+            target_logits = target_logits.clone()
+        target_logits = self.apply_logits_processors(target_logits, sampling_metadata, metadata)
+
+        num_reqs = len(metadata.num_draft_tokens)
+        if sampling_metadata.all_greedy or sampling_metadata.temperature is None:
+            is_greedy = torch.ones(num_reqs, dtype=torch.bool, device=logits.device)
+        else:
+            is_greedy = sampling_metadata.temperature < _SAMPLING_EPS
+        target_logits = process_target_logits(target_logits, sampling_metadata,
+                                              metadata.num_draft_tokens, is_greedy)
+        need_random = self.synthetic_mode or not sampling_metadata.all_greedy
+        randomness = (draw_randomness(metadata.num_draft_tokens, target_logits.shape[-1],
+                                      sampling_metadata.generators, logits.device)
+                      if need_random else None)
+        output_token_ids = rejection_sample(
+            metadata.draft_token_ids, metadata.num_draft_tokens, target_logits,
+            bonus.sampled_token_ids, is_greedy, draft_probs, randomness,
+            synthetic_conditional_rates=(self._synthetic_rates(num_reqs)
+                                         if self.synthetic_mode else None),
+            max_spec_len=metadata.max_spec_len,
+        )
+        logprobs_tensors = None
+        if sampling_metadata.max_num_logprobs is not None:
+            logprobs_tensors = self._get_logprobs_tensors(
+                sampling_metadata.max_num_logprobs, metadata, logits,
+                target_logits if self.is_processed_logprobs_mode else raw_target_logits,
+                bonus.logprobs_tensors.logprobs, output_token_ids)
+        return SamplerOutput(sampled_token_ids=output_token_ids,
+                             logprobs_tensors=logprobs_tensors)

@@ -1,0 +1,40 @@
+"""BASS workers: vLLM's own GPU / CPU workers whose model runner gets the BASS mixin.
+
+vLLM picks the runner inside `Worker.init_device` with no hook, so we let it build its runner
+and then install the mixin on that instance (see `install_bass_runner`). Selected by the
+plugin through `worker_cls`, one dotted path per platform.
+"""
+
+from __future__ import annotations
+
+from vllm.v1.worker.cpu_worker import CPUWorker
+from vllm.v1.worker.gpu_worker import Worker
+
+from vllm_bass.config import bass_config_from_vllm
+from vllm_bass.model_runner import install_bass_runner
+
+
+def _check_v1_runner(worker) -> None:
+    if getattr(worker, "use_v2_model_runner", False):
+        raise RuntimeError(
+            "vllm-bass runs on vLLM's V1 model runner; unset VLLM_USE_V2_MODEL_RUNNER=1 "
+            "(vLLM itself selects V1 for draft-model speculation)")
+
+
+class _BassWorkerMixin:
+    def init_device(self) -> None:
+        super().init_device()
+        _check_v1_runner(self)
+        cfg = bass_config_from_vllm(self.vllm_config)
+        if cfg is None:
+            raise RuntimeError("BassWorker started without additional_config['bass']; use "
+                               "--spec-worker bass or speculative_config={'method': 'bass'}")
+        install_bass_runner(self.model_runner, cfg)
+
+
+class BassGPUWorker(_BassWorkerMixin, Worker):
+    """CUDA (and other GPU platform) worker with the BASS runner."""
+
+
+class BassCPUWorker(_BassWorkerMixin, CPUWorker):
+    """CPU worker with the BASS runner (CPUModelRunner is a V1 GPUModelRunner subclass)."""
