@@ -1,0 +1,51 @@
+"""Lossless greedy: BASS output is token-identical to the same vLLM engine without
+speculation, for batch sizes 1, 3 and 8 with different prompt lengths, for every draft-length
+policy, and under KV-cache pressure that preempts sequences carrying drafts.
+Runs the real vLLM engine (CPU in CI; the same body on the GPU host)."""
+
+import pytest
+
+from tests.harness import base_engine_kwargs, bass_spec, metric, run_engine
+from tests.prompts import PROMPTS
+
+pytestmark = [pytest.mark.cpu, pytest.mark.gpu, pytest.mark.slow]
+
+BATCHES = {1: PROMPTS[:1], 3: PROMPTS[1:4], 8: PROMPTS}
+GREEDY = {"temperature": 0.0, "max_tokens": 40, "ignore_eos": True}
+# The last job runs long enough that 8 sequences outgrow a tiny KV cache (preemption test).
+LONG = {"temperature": 0.0, "max_tokens": 150, "ignore_eos": True}
+JOBS = [{"prompts": prompts, "sampling": GREEDY} for prompts in BATCHES.values()] + [
+    {"prompts": PROMPTS, "sampling": LONG}]
+
+
+@pytest.fixture(scope="module")
+def baseline():
+    return run_engine(base_engine_kwargs(), JOBS)
+
+
+def _assert_same(baseline, got, label):
+    labels = [f"batch {b}" for b in BATCHES] + ["batch 8, long"]
+    for batch, want, have in zip(labels, baseline["results"], got["results"]):
+        for i, (w, h) in enumerate(zip(want["token_ids"], have["token_ids"])):
+            assert h == w, f"{label}: {batch}, prompt {i} differs from non-speculative greedy"
+
+
+@pytest.mark.parametrize("policy,k", [("fixed", 4), ("bass", 8), ("per_request", 8)])
+def test_greedy_identical_to_target(baseline, policy, k):
+    got = run_engine(base_engine_kwargs(speculative_config=bass_spec(
+        draft_length_policy=policy, num_speculative_tokens=k)), JOBS, metrics=True)
+    _assert_same(baseline, got, policy)
+    drafts = metric(got["metrics"], "vllm:spec_decode_num_draft_tokens")
+    accepted = metric(got["metrics"], "vllm:spec_decode_num_accepted_tokens")
+    assert drafts > 0, "speculation never ran"
+    assert 0 < accepted < drafts, "expected partial acceptance (a genuine, imperfect draft)"
+
+
+def test_greedy_identical_under_preemption(baseline):
+    """A KV cache far too small for 8 long sequences forces preemption of drafted ones:
+    8 x (prompt + 150 + lookahead) tokens need ~16 blocks of 128, the cache has 6."""
+    got = run_engine(base_engine_kwargs(num_gpu_blocks_override=6, block_size=128, max_model_len=512,
+                                        speculative_config=bass_spec(num_speculative_tokens=6)),
+                     JOBS, metrics=True)
+    _assert_same(baseline, got, "preemption")
+    assert metric(got["metrics"], "vllm:num_preemptions") > 0, "the test did not preempt"

@@ -1,0 +1,295 @@
+"""vLLM attention backend running the BASS paged-attention kernels.
+
+Registered in vLLM's CUSTOM slot (see ``register_bass_attention_backend``)
+and selected with ``attention_config={"backend": "CUSTOM"}`` /
+``--attention-backend CUSTOM``. Same KV-cache layout as TRITON_ATTN /
+FLASH_ATTN (logical ``(num_blocks, num_kv_heads, block_size, 2 * head_size)``,
+physically NHD unless the HND layout is configured), so the rest of vLLM
+(KV cache allocation, block tables, slot mappings, the draft model sharing
+the target's block table) works unchanged.
+
+Scope: causal decoder self-attention as a Llama-style model needs it, for
+any mix of query lengths per step (decode, BASS verification with ragged
+draft lengths, chunked prefill). Rejected with a clear error: sliding
+window, ALiBi, logits soft-cap, attention sinks, encoder / cross attention,
+quantized (fp8/int) KV caches, fused output quantization.
+
+The Triton kernels are imported lazily (first ``build``/``forward``), so this
+module imports on machines without Triton.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+
+from vllm.v1.attention.backend import (
+    AttentionBackend,
+    AttentionCGSupport,
+    AttentionImpl,
+    AttentionLayer,
+    AttentionMetadataBuilder,
+    AttentionType,
+    CommonAttentionMetadata,
+    MultipleOf,
+)
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.platforms.interface import DeviceCapability
+    from vllm.v1.kv_cache_interface import AttentionSpec
+
+BACKEND_NAME = "CUSTOM"  # the AttentionBackendEnum member we are registered as
+
+
+def _kernels():
+    """Import the Triton ops on first use."""
+    from vllm_bass.kernels import paged_attention, reshape_and_cache
+
+    return paged_attention, reshape_and_cache
+
+
+@dataclass
+class BassAttentionMetadata:
+    """Per-step metadata; ``plan`` is the PAD/SPLIT choice for this step."""
+
+    num_actual_tokens: int
+    max_query_len: int
+    max_seq_len: int
+    query_start_loc: torch.Tensor  # [num_reqs + 1] int32
+    seq_lens: torch.Tensor  # [num_reqs] int32
+    block_table: torch.Tensor  # [num_reqs, max_blocks] int32
+    slot_mapping: torch.Tensor
+    plan: Any  # vllm_bass.kernels.paged_attention.AttnPlan
+    workspace: torch.Tensor | None  # SPLIT partials, shared by all layers of the step
+    checked: bool = False  # inputs asserted once per step (first layer), not per layer
+
+
+class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadata]):
+    # The PAD/SPLIT choice and the grid depend on host-side shapes of the
+    # step, so attention runs outside CUDA graphs (vLLM uses piecewise graphs
+    # around it).
+    _cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.NEVER
+
+    def __init__(
+        self,
+        kv_cache_spec: "AttentionSpec",
+        layer_names: list[str],
+        vllm_config: "VllmConfig",
+        device: torch.device,
+    ):
+        super().__init__(kv_cache_spec, layer_names, vllm_config, device)
+        from vllm.v1.attention.backends.utils import get_num_attention_heads_from_layers
+
+        model_config = vllm_config.model_config
+        parallel_config = vllm_config.parallel_config
+        self.num_heads_q = get_num_attention_heads_from_layers(
+            vllm_config, layer_names
+        ) or model_config.get_num_attention_heads(parallel_config)
+        self.num_heads_kv = model_config.get_num_kv_heads(parallel_config)
+        self.head_size = kv_cache_spec.head_size
+        self.block_size = kv_cache_spec.block_size
+        self.elem_size = kv_cache_spec.dtype.itemsize
+        self._sms: int | None = None
+
+    def build(
+        self,
+        common_prefix_len: int,
+        common_attn_metadata: CommonAttentionMetadata,
+        fast_build: bool = False,
+    ) -> BassAttentionMetadata:
+        paged_attention, _ = _kernels()
+        cm = common_attn_metadata
+        num_reqs = cm.num_reqs
+        if self._sms is None:
+            dev = torch.device(self.device)
+            self._sms = paged_attention.num_sms(dev if dev.type == "cuda" else None)
+        plan = paged_attention.choose_plan(
+            num_reqs, self.num_heads_q, self.num_heads_kv, self.head_size,
+            cm.max_query_len, cm.max_seq_len, self._sms, elem_size=self.elem_size,
+        )
+        numel = plan.workspace_numel(cm.num_actual_tokens, self.num_heads_q)
+        workspace = torch.empty(numel, dtype=torch.float32, device=self.device) if numel else None
+        return BassAttentionMetadata(
+            num_actual_tokens=cm.num_actual_tokens,
+            max_query_len=cm.max_query_len,
+            max_seq_len=cm.max_seq_len,
+            query_start_loc=cm.query_start_loc[: num_reqs + 1],
+            seq_lens=cm.seq_lens[:num_reqs],
+            block_table=cm.block_table_tensor[:num_reqs],
+            slot_mapping=cm.slot_mapping,
+            plan=plan,
+            workspace=workspace,
+        )
+
+
+class BassAttentionBackend(AttentionBackend):
+    supported_dtypes: ClassVar[list[torch.dtype]] = [torch.float16, torch.bfloat16, torch.float32]
+    supported_kv_cache_dtypes: ClassVar[list[str]] = ["auto", "float16", "bfloat16"]
+    forward_includes_kv_cache_update: bool = False
+
+    @staticmethod
+    def get_name() -> str:
+        return BACKEND_NAME
+
+    @staticmethod
+    def get_impl_cls() -> type["BassAttentionImpl"]:
+        return BassAttentionImpl
+
+    @staticmethod
+    def get_builder_cls() -> type[BassAttentionMetadataBuilder]:
+        return BassAttentionMetadataBuilder
+
+    @staticmethod
+    def get_supported_kernel_block_sizes() -> list[int | MultipleOf]:
+        return [MultipleOf(16)]
+
+    @staticmethod
+    def get_kv_cache_shape(
+        num_blocks: int,
+        block_size: int,
+        num_kv_heads: int,
+        head_size: int,
+        cache_dtype_str: str = "auto",
+    ) -> tuple[int, ...]:
+        if block_size % 16 != 0:
+            raise ValueError("BASS attention: block size must be a multiple of 16.")
+        # K and V packed into the content dim, as in TRITON_ATTN / FLASH_ATTN.
+        return (num_blocks, num_kv_heads, block_size, 2 * head_size)
+
+    @staticmethod
+    def get_kv_cache_stride_order(include_num_layers_dimension: bool = False) -> tuple[int, ...]:
+        from vllm.v1.attention.backends.utils import get_kv_cache_layout
+
+        layout = get_kv_cache_layout()
+        if layout == "NHD":
+            return (1, 0, 3, 2, 4) if include_num_layers_dimension else (0, 2, 1, 3)
+        if layout == "HND":
+            return (1, 2, 0, 3, 4) if include_num_layers_dimension else (0, 1, 2, 3)
+        raise ValueError(f"Unknown KV cache layout: {layout}")
+
+    @classmethod
+    def supports_head_size(cls, head_size: int) -> bool:
+        # any size works (padded to a power of two); multiples of 8 keep the
+        # loads 16-byte wide
+        return 16 <= head_size <= 256 and head_size % 8 == 0
+
+    @classmethod
+    def supports_attn_type(cls, attn_type: str) -> bool:
+        return attn_type == AttentionType.DECODER
+
+    @classmethod
+    def supports_compute_capability(cls, capability: "DeviceCapability") -> bool:
+        return capability.major >= 8  # bf16 tensor-core dots
+
+    @staticmethod
+    def use_cascade_attention(*args, **kwargs) -> bool:
+        return False
+
+
+class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
+    def __init__(
+        self,
+        num_heads: int,
+        head_size: int,
+        scale: float,
+        num_kv_heads: int | None = None,
+        alibi_slopes: list[float] | None = None,
+        sliding_window: int | None = None,
+        kv_cache_dtype: str = "auto",
+        logits_soft_cap: float | None = None,
+        attn_type: str = AttentionType.DECODER,
+        kv_sharing_target_layer_name: str | None = None,
+        sinks: torch.Tensor | None = None,
+        **unsupported: Any,
+    ) -> None:
+        unsupported = {k: v for k, v in unsupported.items() if v not in (None, False, -1)}
+        problems = []
+        if alibi_slopes is not None:
+            problems.append("ALiBi")
+        if sliding_window is not None:
+            problems.append(f"sliding window ({sliding_window})")
+        if logits_soft_cap not in (None, 0, 0.0):
+            problems.append(f"logits soft-cap ({logits_soft_cap})")
+        if attn_type != AttentionType.DECODER:
+            problems.append(f"attention type {attn_type!r} (decoder self-attention only)")
+        if sinks is not None:
+            problems.append("attention sinks")
+        if kv_cache_dtype not in BassAttentionBackend.supported_kv_cache_dtypes:
+            problems.append(f"kv_cache_dtype {kv_cache_dtype!r}")
+        if unsupported:
+            problems.append(f"options {sorted(unsupported)}")
+        if problems:
+            raise NotImplementedError(
+                "BASS attention backend (CUSTOM) does not support: " + ", ".join(problems)
+                + ". Use FLASH_ATTN or TRITON_ATTN for this model."
+            )
+        num_kv_heads = num_kv_heads or num_heads
+        if num_heads % num_kv_heads != 0:
+            raise ValueError(f"num_heads {num_heads} not a multiple of num_kv_heads {num_kv_heads}")
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.scale = float(scale)
+        self.num_kv_heads = num_kv_heads
+        self.kv_cache_dtype = kv_cache_dtype
+        self.attn_type = attn_type
+        self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
+
+    def _split_cache(self, kv_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # logical (B, H, N, 2*hs) -> K, V views (B, N, H, hs), physical strides kept
+        key_cache, value_cache = kv_cache.transpose(1, 2).split(self.head_size, dim=-1)
+        return key_cache, value_cache
+
+    def forward(
+        self,
+        layer: AttentionLayer,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        kv_cache: torch.Tensor,
+        attn_metadata: BassAttentionMetadata,
+        output: torch.Tensor,
+        output_scale: torch.Tensor | None = None,
+        output_block_scale: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """query [T, H, D]; output [T, H, D] (or [T, H*D]); K/V of these
+        tokens are already in kv_cache (do_kv_cache_update ran first)."""
+        if output_scale is not None or output_block_scale is not None:
+            raise NotImplementedError("BASS attention: fused output quantization is not supported")
+        if attn_metadata is None:  # profiling run
+            return output.fill_(0)
+        paged_attention, _ = _kernels()
+        n = attn_metadata.num_actual_tokens
+        key_cache, value_cache = self._split_cache(kv_cache)
+        out = output.view(output.shape[0], self.num_heads, self.head_size)
+        paged_attention.paged_attention(
+            query[:n].view(n, self.num_heads, self.head_size),
+            key_cache,
+            value_cache,
+            out[:n],
+            attn_metadata.query_start_loc,
+            attn_metadata.seq_lens,
+            attn_metadata.block_table,
+            self.scale,
+            attn_metadata.max_query_len,
+            attn_metadata.max_seq_len,
+            plan=attn_metadata.plan,
+            workspace=attn_metadata.workspace,
+            check=not attn_metadata.checked,
+        )
+        attn_metadata.checked = True
+        return output
+
+    def do_kv_cache_update(
+        self,
+        layer: AttentionLayer,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        kv_cache: torch.Tensor,
+        slot_mapping: torch.Tensor,
+    ) -> None:
+        _, reshape_and_cache = _kernels()
+        key_cache, value_cache = self._split_cache(kv_cache)
+        reshape_and_cache.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping)

@@ -1,0 +1,138 @@
+"""Per-step choice between the PAD and SPLIT strategies, and the entry point.
+
+BASS picks between padding the batch (one launch) and splitting the work per
+sequence; here the cost model is the GPU's occupancy. PAD launches
+batch x KV heads x query tiles programs, each reading a whole context:
+
+* >= ``PAD_PROGRAMS_PER_SM`` programs per SM: PAD, 64-key steps, 4 warps;
+* fewer, but >= ``WIDE_PAD_PROGRAMS_PER_SM``, or short contexts: PAD with
+  128-key steps and 8 warps (more bytes in flight per program);
+* fewer still: SPLIT the KV length into about ``SPLIT_PROGRAMS_PER_SM`` x SMs
+  programs (at least ``MIN_SPLIT_TOKENS`` keys each), wide tiles, then reduce.
+
+Thresholds from an H200 sweep of Llama-2-7B verification shapes
+(benchmarks/kernels/bench_paged_attention.py --tune; graph-timed): splitting
+costs a few percent of GPU time (workspace round trip, reduction launch,
+smaller last wave), so it only pays when PAD would leave SMs idle.
+The choice needs host ints only (batch, longest query, longest context), so
+it is made once per step by the metadata builder.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+import triton
+
+from vllm_bass.kernels.paged_attention_common import AttnTiles, paged_attention_ref, pick_tiles
+from vllm_bass.kernels.paged_attention_pad import paged_attention_pad
+from vllm_bass.kernels.paged_attention_split import (
+    MAX_SPLITS,
+    paged_attention_split,
+    split_geometry,
+    split_workspace_numel,
+)
+
+reference = paged_attention_ref
+
+PAD_PROGRAMS_PER_SM = 3.0
+WIDE_PAD_PROGRAMS_PER_SM = 1.9
+SPLIT_PROGRAMS_PER_SM = 2.0
+MIN_SPLIT_TOKENS = 256
+SHORT_CONTEXT = 512  # keys; below this a split saves less than it costs
+
+
+@dataclass(frozen=True)
+class AttnPlan:
+    strategy: str  # "pad" or "split"
+    num_splits: int  # launched KV splits (1 for pad)
+    tiles: AttnTiles
+
+    def workspace_numel(self, num_tokens: int, num_heads: int) -> int:
+        """fp32 elements of the SPLIT workspace (0 for PAD)."""
+        if self.strategy == "pad":
+            return 0
+        return split_workspace_numel(num_tokens, num_heads, self.num_splits, self.tiles.block_d)
+
+
+@functools.lru_cache(maxsize=8)
+def num_sms(device: torch.device | str | None = None) -> int:
+    """Multiprocessors of the GPU; a small stand-in on CPU (interpreter)."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(device or torch.cuda.current_device()).multi_processor_count
+    return 4
+
+
+def choose_plan(
+    batch: int,
+    num_heads: int,
+    num_kv_heads: int,
+    head_size: int,
+    max_query_len: int,
+    max_seq_len: int,
+    sms: int,
+    strategy: str = "auto",
+    elem_size: int = 2,
+) -> AttnPlan:
+    """Pick PAD or SPLIT, the split count and the tiles from the step's shapes.
+    ``strategy`` "pad"/"split" forces one (tests, benchmarks)."""
+    assert strategy in ("auto", "pad", "split"), strategy
+    tiles = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len, elem_size)
+    q_tiles = triton.cdiv(max(1, max_query_len), tiles.q_per_tile)
+    programs = batch * num_kv_heads * q_tiles
+    if strategy == "auto":
+        if programs >= PAD_PROGRAMS_PER_SM * sms:
+            return AttnPlan("pad", 1, tiles)
+        if programs >= WIDE_PAD_PROGRAMS_PER_SM * sms or max_seq_len <= SHORT_CONTEXT:
+            strategy = "pad"
+    wide = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len, elem_size, wide=True)
+    if strategy == "pad":
+        return AttnPlan("pad", 1, wide)
+    splits = min(
+        triton.cdiv(int(SPLIT_PROGRAMS_PER_SM * sms), max(1, programs)),
+        triton.cdiv(max(1, max_seq_len), MIN_SPLIT_TOKENS),
+        MAX_SPLITS,
+    )
+    if strategy == "auto" and splits <= 1:
+        return AttnPlan("pad", 1, wide)
+    splits = max(2, splits)
+    return AttnPlan("split", split_geometry(max_seq_len, splits, wide.block_n)[1], wide)
+
+
+def paged_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    out: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    seq_lens: torch.Tensor,
+    block_table: torch.Tensor,
+    scale: float,
+    max_query_len: int,
+    max_seq_len: int,
+    plan: AttnPlan | None = None,
+    strategy: str = "auto",
+    workspace: torch.Tensor | None = None,
+    check: bool = True,
+) -> torch.Tensor:
+    """Causal paged attention with per-sequence query and context lengths.
+    ``plan`` (from ``choose_plan``, once per step) and ``workspace`` (fp32,
+    ``plan.workspace_numel`` elements) are optional; ``check=False`` skips the
+    input asserts."""
+    if plan is None:
+        plan = choose_plan(
+            seq_lens.shape[0], q.shape[1], k_cache.shape[2], q.shape[2],
+            max_query_len, max_seq_len, num_sms(q.device if q.is_cuda else None),
+            strategy, q.element_size(),
+        )
+    if plan.strategy == "pad":
+        return paged_attention_pad(
+            q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table,
+            scale, max_query_len, plan.tiles, check,
+        )
+    return paged_attention_split(
+        q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table,
+        scale, max_query_len, max_seq_len, plan.num_splits, plan.tiles, workspace, check,
+    )

@@ -1,0 +1,236 @@
+"""Pieces shared by the PAD and SPLIT paged-attention ops.
+
+* ``attend_kv_range``: the Triton inner loop. One program owns one *query tile*
+  of one sequence and one KV head: the query rows of every query head that
+  shares that KV head (GQA/MQA) times a run of the sequence's new tokens are
+  packed into the M dimension of ``tl.dot``, so even plain decode (1 token)
+  with 8 query heads per KV head, or BASS verification (1 + k tokens) with
+  MHA, gives M >= 16 rows and uses the tensor cores.
+* ``paged_attention_ref``: the plain-torch float64 reference both ops are
+  tested against (gather through the block table, causal mask).
+* ``AttnTiles`` / ``pick_tiles``: the tile shapes, chosen once per step.
+
+Conventions (same as vLLM's FLASH_ATTN / TRITON_ATTN backends):
+  q, out      [num_tokens, num_heads, head_size], tokens of a sequence contiguous
+  cu_seqlens_q [batch + 1] int32 (vLLM ``query_start_loc``)
+  seq_lens    [batch] int32: context length *including* the new tokens
+  block_table [batch, max_blocks] int32 physical block ids
+  k/v_cache   [num_blocks, block_size, num_kv_heads, head_size], any strides
+              with a unit last stride (vLLM's packed cache split in K and V).
+The i-th new token of a sequence sits at position seq_len - q_len + i and
+sees keys 0..that position (causal within the new tokens).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def attend_kv_range(
+    q,  # [BLOCK_M, BLOCK_D] query tile, already loaded (input dtype)
+    q_pos,  # [BLOCK_M] absolute position of each row's token (causal limit)
+    k_cache_ptr,
+    v_cache_ptr,
+    bt_row_ptr,  # this sequence's row of the block table
+    kv_head,
+    stride_kb,
+    stride_kt,
+    stride_kh,
+    stride_vb,
+    stride_vt,
+    stride_vh,
+    kv_lo,
+    kv_hi,
+    qk_scale,  # softmax scale * log2(e): softmax is done with exp2
+    PAGE_SIZE: tl.constexpr,
+    HEAD_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    DOT_UPCAST: tl.constexpr,  # interpreter only: it cannot dot bf16
+):
+    """Online-softmax attention of a query tile over keys [kv_lo, kv_hi).
+
+    Returns the unnormalised accumulator (fp32), the running max (log2 units)
+    and the running sum. Rows that see no key keep m = -1e30, l = 0, acc = 0
+    (finite, so a later merge can weight them by zero without NaNs).
+    """
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_mask = offs_d < HEAD_SIZE
+    m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    k_head = k_cache_ptr + kv_head * stride_kh
+    v_head = v_cache_ptr + kv_head * stride_vh
+    for start in range(kv_lo, kv_hi, BLOCK_N):
+        kpos = start + offs_n
+        kmask = kpos < kv_hi
+        # physical block of every key; int64 before the multiply by the block
+        # stride, which overflows int32 on large caches
+        blk = tl.load(bt_row_ptr + kpos // PAGE_SIZE, mask=kmask, other=0).to(tl.int64)
+        slot = kpos % PAGE_SIZE
+        ld_mask = kmask[:, None] & d_mask[None, :]
+        k = tl.load(
+            k_head + (blk * stride_kb + slot * stride_kt)[:, None] + offs_d[None, :],
+            mask=ld_mask,
+            other=0.0,
+        )
+        v = tl.load(
+            v_head + (blk * stride_vb + slot * stride_vt)[:, None] + offs_d[None, :],
+            mask=ld_mask,
+            other=0.0,
+        )
+        if DOT_UPCAST:
+            q = q.to(tl.float32)
+            k = k.to(tl.float32)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+        visible = (kpos[None, :] <= q_pos[:, None]) & kmask[None, :]
+        s = tl.where(visible, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        p = p.to(v.dtype)  # the PV product runs on the input dtype, as on the GPU
+        if DOT_UPCAST:
+            p = p.to(tl.float32)
+            v = v.to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=DOT_PRECISION)
+        m_i = m_new
+    return acc, m_i, l_i
+
+
+@dataclass(frozen=True)
+class AttnTiles:
+    """Tile shapes of one launch (host side, chosen once per step)."""
+
+    block_m: int  # rows of the query tile: q_per_tile tokens x group heads
+    q_per_tile: int  # new tokens per query tile
+    block_n: int  # keys per inner-loop step
+    block_d: int  # head size padded to a power of two
+    num_warps: int
+    num_stages: int
+
+
+def _next_pow2(x: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, x))))
+
+
+SMEM_BUDGET = 200 * 1024  # bytes of K/V pipeline stages per program (Hopper: 227 KB max)
+
+
+def pick_tiles(
+    num_heads: int,
+    num_kv_heads: int,
+    head_size: int,
+    max_query_len: int,
+    elem_size: int = 2,
+    wide: bool = False,
+) -> AttnTiles:
+    """Pack (new tokens x query heads of one KV head) into M, at least 16 rows
+    (tl.dot's minimum) and at most 64 (or the group size, if larger).
+
+    ``wide``: 128 keys per step and 8 warps, for launches with few programs
+    (under ~3 per SM), where each program must keep more bytes in flight;
+    otherwise 64 keys and 4 warps (two programs per SM). Stages, then the key
+    block, shrink until the K/V stages fit ``SMEM_BUDGET``."""
+    group = num_heads // num_kv_heads
+    block_m = max(16, _next_pow2(group * max(1, max_query_len)))
+    block_m = min(block_m, max(64, _next_pow2(group)))
+    block_d = max(16, _next_pow2(head_size))
+    block_n, num_warps, num_stages = (128, 8, 3) if wide else (64, 4, 3)
+    if block_m * block_d > 64 * 128:
+        num_warps = 8
+    while num_stages * block_n * block_d * 2 * elem_size > SMEM_BUDGET:
+        if num_stages > 2:
+            num_stages -= 1
+        else:
+            block_n //= 2
+    return AttnTiles(
+        block_m=block_m,
+        q_per_tile=block_m // group,
+        block_n=block_n,
+        block_d=block_d,
+        num_warps=num_warps,
+        num_stages=num_stages,
+    )
+
+
+def dot_precision(dtype: torch.dtype) -> str:
+    """fp32 inputs must not silently drop to tf32 on the GPU."""
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def dot_upcast(dtype: torch.dtype) -> bool:
+    """Triton's interpreter (CPU tests) keeps bf16 as raw uint16 and its
+    tl.dot multiplies those integers; upcast the (already bf16-rounded)
+    operands to fp32 there. Compiled kernels always dot in the input dtype."""
+    return dtype == torch.bfloat16 and os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def check_inputs(q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table) -> None:
+    """Shape/dtype asserts shared by the launchers."""
+    assert q.dim() == 3 and out.shape == q.shape, (q.shape, out.shape)
+    assert k_cache.dim() == 4 and v_cache.shape == k_cache.shape, (k_cache.shape, v_cache.shape)
+    num_tokens, num_heads, head_size = q.shape
+    _, page_size, num_kv_heads, cache_head_size = k_cache.shape
+    assert cache_head_size == head_size, (cache_head_size, head_size)
+    assert num_heads % num_kv_heads == 0, (num_heads, num_kv_heads)
+    assert q.dtype == k_cache.dtype == v_cache.dtype == out.dtype, (q.dtype, k_cache.dtype, out.dtype)
+    assert q.dtype in (torch.float16, torch.bfloat16, torch.float32), q.dtype
+    assert q.stride(-1) == 1 and out.stride(-1) == 1
+    assert k_cache.stride(-1) == 1 and v_cache.stride(-1) == 1
+    batch = seq_lens.shape[0]
+    assert cu_seqlens_q.shape == (batch + 1,), (cu_seqlens_q.shape, batch)
+    assert block_table.dim() == 2 and block_table.shape[0] >= batch, block_table.shape
+    assert block_table.dtype == torch.int32 and seq_lens.dtype == torch.int32
+    assert cu_seqlens_q.dtype == torch.int32
+    assert block_table.stride(1) == 1
+    for t in (k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, out):
+        assert t.device == q.device
+
+
+def paged_attention_ref(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    seq_lens: torch.Tensor,
+    block_table: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Plain torch, float64: gather each sequence's keys through its block
+    table, causal mask within the new tokens. Returns float64 [T, H, D]."""
+    num_tokens, num_heads, _ = q.shape
+    page_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    group = num_heads // num_kv_heads
+    out = torch.zeros(q.shape, dtype=torch.float64, device=q.device)
+    cu = cu_seqlens_q.tolist()
+    lens = seq_lens.tolist()
+    for b, seq_len in enumerate(lens):
+        q_lo, q_hi = cu[b], cu[b + 1]
+        q_len = q_hi - q_lo
+        if q_len == 0:
+            continue
+        pos = torch.arange(seq_len, device=q.device)
+        blocks = block_table[b, pos // page_size].long()
+        k = k_cache[blocks, pos % page_size].double()  # [S, KVH, D]
+        v = v_cache[blocks, pos % page_size].double()
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
+        qs = q[q_lo:q_hi].double()  # [Q, H, D]
+        s = torch.einsum("qhd,khd->hqk", qs, k) * scale
+        q_pos = seq_len - q_len + torch.arange(q_len, device=q.device)
+        s = s.masked_fill(pos[None, None, :] > q_pos[None, :, None], float("-inf"))
+        out[q_lo:q_hi] = torch.einsum("hqk,khd->qhd", torch.softmax(s, dim=-1), v)
+    return out

@@ -1,0 +1,147 @@
+"""PAD strategy (BASS-PAD): one launch over the batch, every sequence's new
+tokens padded to the longest query of the step.
+
+Grid: (batch x query tiles of the longest query, num_kv_heads). Each program
+walks all keys its tile may see and writes normalised output directly: no
+workspace, no second launch. Tiles past a sequence's own query length exit at
+once, so padding only costs idle rows inside a tile (masked in the dot).
+Best when batch x KV heads already fills the GPU or contexts are short.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from vllm_bass.kernels.paged_attention_common import (
+    LOG2E,
+    AttnTiles,
+    attend_kv_range,
+    check_inputs,
+    dot_precision,
+    dot_upcast,
+    paged_attention_ref,
+    pick_tiles,
+)
+
+reference = paged_attention_ref
+
+
+@triton.jit
+def _paged_attention_pad_kernel(
+    q_ptr,
+    out_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    cu_seqlens_q_ptr,
+    seq_lens_ptr,
+    block_table_ptr,
+    stride_qt: tl.int64,
+    stride_qh,
+    stride_ot: tl.int64,
+    stride_oh,
+    stride_bt: tl.int64,
+    stride_kb: tl.int64,
+    stride_kt,
+    stride_kh,
+    stride_vb: tl.int64,
+    stride_vt,
+    stride_vh,
+    qk_scale,
+    num_q_tiles,
+    group,  # query heads per KV head
+    q_per_tile,  # new tokens per tile (BLOCK_M // group)
+    PAGE_SIZE: tl.constexpr,
+    HEAD_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    DOT_UPCAST: tl.constexpr,
+):
+    seq = tl.program_id(0) // num_q_tiles
+    q_tile = tl.program_id(0) % num_q_tiles
+    kv_head = tl.program_id(1)
+
+    q_start = tl.load(cu_seqlens_q_ptr + seq)
+    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    tile_q0 = q_tile * q_per_tile
+    if tile_q0 >= q_len:
+        return  # padding tile of a shorter sequence
+    seq_len = tl.load(seq_lens_ptr + seq)
+    ctx_len = seq_len - q_len
+
+    rows = tl.arange(0, BLOCK_M)
+    qi = tile_q0 + rows // group
+    head = kv_head * group + rows % group
+    row_ok = (rows < q_per_tile * group) & (qi < q_len)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_mask = offs_d < HEAD_SIZE
+    tok = (q_start + qi).to(tl.int64)
+    q = tl.load(
+        q_ptr + (tok * stride_qt + head * stride_qh)[:, None] + offs_d[None, :],
+        mask=row_ok[:, None] & d_mask[None, :],
+        other=0.0,
+    )
+    q_pos = tl.where(row_ok, ctx_len + qi, -1)
+    kv_hi = tl.minimum(seq_len, ctx_len + tl.minimum(q_len, tile_q0 + q_per_tile))
+
+    acc, m_i, l_i = attend_kv_range(
+        q, q_pos, k_cache_ptr, v_cache_ptr,
+        block_table_ptr + seq.to(tl.int64) * stride_bt, kv_head,
+        stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh,
+        0, kv_hi, qk_scale,
+        PAGE_SIZE, HEAD_SIZE, BLOCK_M, BLOCK_N, BLOCK_D, DOT_PRECISION, DOT_UPCAST,
+    )
+    l_safe = tl.where(l_i > 0, l_i, 1.0)
+    o = acc / l_safe[:, None]
+    tl.store(
+        out_ptr + (tok * stride_ot + head * stride_oh)[:, None] + offs_d[None, :],
+        o.to(out_ptr.dtype.element_ty),
+        mask=row_ok[:, None] & d_mask[None, :],
+    )
+
+
+def paged_attention_pad(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    out: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    seq_lens: torch.Tensor,
+    block_table: torch.Tensor,
+    scale: float,
+    max_query_len: int,
+    tiles: AttnTiles | None = None,
+    check: bool = True,
+) -> torch.Tensor:
+    """out[t] = causal paged attention of q[t]; see paged_attention_common
+    for the layouts. ``max_query_len`` is a host int (grid size).
+    ``check=False`` skips the input asserts (per-layer launch overhead)."""
+    if check:
+        check_inputs(q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table)
+    num_tokens, num_heads, head_size = q.shape
+    page_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    batch = seq_lens.shape[0]
+    if batch == 0 or num_tokens == 0 or max_query_len == 0:
+        return out
+    if tiles is None:
+        tiles = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len)
+    group = num_heads // num_kv_heads
+    if check:
+        assert tiles.block_m >= group and tiles.q_per_tile == tiles.block_m // group
+    num_q_tiles = triton.cdiv(max_query_len, tiles.q_per_tile)
+    grid = (batch * num_q_tiles, num_kv_heads)
+    _paged_attention_pad_kernel[grid](
+        q, out, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table,
+        q.stride(0), q.stride(1), out.stride(0), out.stride(1), block_table.stride(0),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        scale * LOG2E, num_q_tiles, group, tiles.q_per_tile,
+        PAGE_SIZE=page_size, HEAD_SIZE=head_size,
+        BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n, BLOCK_D=tiles.block_d,
+        DOT_PRECISION=dot_precision(q.dtype), DOT_UPCAST=dot_upcast(q.dtype),
+        num_warps=tiles.num_warps, num_stages=tiles.num_stages,
+    )
+    return out

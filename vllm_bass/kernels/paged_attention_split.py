@@ -1,0 +1,247 @@
+"""SPLIT strategy (BASS-SPLIT, flash-decoding style): work split per sequence
+and across the KV length, then a reduction kernel.
+
+Grid: (batch x query tiles, num_kv_heads, num_splits). Split j of a sequence
+covers keys [j * split_len, (j + 1) * split_len) of what its tile may see, so
+a batch of a few long sequences still puts hundreds of programs on the GPU.
+Each program writes an unnormalised fp32 partial output plus its running max
+and sum; ``_split_reduce_kernel`` merges the splits of each (token, head).
+Splits past a sequence's own context length only write (max=-1e30, sum=0).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from vllm_bass.kernels.paged_attention_common import (
+    LOG2E,
+    AttnTiles,
+    attend_kv_range,
+    check_inputs,
+    dot_precision,
+    dot_upcast,
+    paged_attention_ref,
+    pick_tiles,
+)
+
+reference = paged_attention_ref
+
+MAX_SPLITS = 64
+
+
+@triton.jit
+def _paged_attention_split_kernel(
+    q_ptr,
+    ws_ptr,  # fp32 workspace: partial out [num_tokens, num_heads, num_splits, BLOCK_D],
+    # then at ml_base the pair (max in log2 units, sum), each [num_tokens, num_heads, num_splits]
+    k_cache_ptr,
+    v_cache_ptr,
+    cu_seqlens_q_ptr,
+    seq_lens_ptr,
+    block_table_ptr,
+    stride_qt: tl.int64,
+    stride_qh,
+    stride_bt: tl.int64,
+    stride_kb: tl.int64,
+    stride_kt,
+    stride_kh,
+    stride_vb: tl.int64,
+    stride_vt,
+    stride_vh,
+    qk_scale,
+    num_q_tiles,
+    group,
+    q_per_tile,
+    num_heads,
+    num_splits,
+    split_len,  # keys per split, a multiple of BLOCK_N
+    ml_base: tl.int64,
+    ml_plane: tl.int64,  # num_tokens * num_heads * num_splits
+    PAGE_SIZE: tl.constexpr,
+    HEAD_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    DOT_UPCAST: tl.constexpr,
+):
+    seq = tl.program_id(0) // num_q_tiles
+    q_tile = tl.program_id(0) % num_q_tiles
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+    part_o_ptr = ws_ptr
+    part_ml_ptr = ws_ptr + ml_base
+
+    q_start = tl.load(cu_seqlens_q_ptr + seq)
+    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    tile_q0 = q_tile * q_per_tile
+    if tile_q0 >= q_len:
+        return
+    seq_len = tl.load(seq_lens_ptr + seq)
+    ctx_len = seq_len - q_len
+
+    rows = tl.arange(0, BLOCK_M)
+    qi = tile_q0 + rows // group
+    head = kv_head * group + rows % group
+    row_ok = (rows < q_per_tile * group) & (qi < q_len)
+    tok = (q_start + qi).to(tl.int64)
+    # partial-result row of (token, head, split)
+    part_row = (tok * num_heads + head) * num_splits + split
+
+    kv_end = tl.minimum(seq_len, ctx_len + tl.minimum(q_len, tile_q0 + q_per_tile))
+    kv_lo = split * split_len
+    if kv_lo >= kv_end:
+        # nothing to see in this split: a zero-weight entry for the reduction
+        tl.store(part_ml_ptr + part_row, tl.full([BLOCK_M], -1.0e30, tl.float32), mask=row_ok)
+        tl.store(part_ml_ptr + ml_plane + part_row, tl.zeros([BLOCK_M], tl.float32), mask=row_ok)
+        return
+    kv_hi = tl.minimum(kv_end, kv_lo + split_len)
+
+    offs_d = tl.arange(0, BLOCK_D)
+    d_mask = offs_d < HEAD_SIZE
+    q = tl.load(
+        q_ptr + (tok * stride_qt + head * stride_qh)[:, None] + offs_d[None, :],
+        mask=row_ok[:, None] & d_mask[None, :],
+        other=0.0,
+    )
+    q_pos = tl.where(row_ok, ctx_len + qi, -1)
+    acc, m_i, l_i = attend_kv_range(
+        q, q_pos, k_cache_ptr, v_cache_ptr,
+        block_table_ptr + seq.to(tl.int64) * stride_bt, kv_head,
+        stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh,
+        kv_lo, kv_hi, qk_scale,
+        PAGE_SIZE, HEAD_SIZE, BLOCK_M, BLOCK_N, BLOCK_D, DOT_PRECISION, DOT_UPCAST,
+    )
+    tl.store(
+        part_o_ptr + part_row[:, None] * BLOCK_D + offs_d[None, :],
+        acc,
+        mask=row_ok[:, None],
+    )
+    tl.store(part_ml_ptr + part_row, m_i, mask=row_ok)
+    tl.store(part_ml_ptr + ml_plane + part_row, l_i, mask=row_ok)
+
+
+@triton.jit
+def _split_reduce_kernel(
+    ws_ptr,
+    out_ptr,
+    cu_seqlens_q_ptr,
+    stride_ot: tl.int64,
+    stride_oh,
+    batch,
+    num_heads,
+    num_splits,
+    ml_base: tl.int64,
+    ml_plane: tl.int64,
+    HEAD_SIZE: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    SPLITS_PAD: tl.constexpr,
+):
+    """out[token, head] = sum_j w_j acc_j / sum_j w_j l_j, w_j = 2^(m_j - max m)."""
+    part_o_ptr = ws_ptr
+    part_ml_ptr = ws_ptr + ml_base
+    tok = tl.program_id(0).to(tl.int64)
+    head = tl.program_id(1)
+    if tok >= tl.load(cu_seqlens_q_ptr + batch):
+        return  # token beyond the last sequence: never written by the split kernel
+    offs_s = tl.arange(0, SPLITS_PAD)
+    offs_d = tl.arange(0, BLOCK_D)
+    s_mask = offs_s < num_splits
+    row = (tok * num_heads + head) * num_splits + offs_s
+    m = tl.load(part_ml_ptr + row, mask=s_mask, other=-1.0e30)
+    l = tl.load(part_ml_ptr + ml_plane + row, mask=s_mask, other=0.0)
+    has = l > 0  # splits that saw at least one key; the others hold no acc
+    acc = tl.load(
+        part_o_ptr + row[:, None] * BLOCK_D + offs_d[None, :],
+        mask=has[:, None],
+        other=0.0,
+    )
+    m_max = tl.max(m, 0)
+    w = tl.where(has, tl.exp2(m - m_max), 0.0)
+    denom = tl.sum(w * l, 0)
+    o = tl.sum(w[:, None] * acc, 0) / tl.where(denom > 0, denom, 1.0)
+    tl.store(
+        out_ptr + tok * stride_ot + head * stride_oh + offs_d,
+        o.to(out_ptr.dtype.element_ty),
+        mask=offs_d < HEAD_SIZE,
+    )
+
+
+def split_geometry(max_seq_len: int, num_splits: int, block_n: int) -> tuple[int, int]:
+    """(split_len, launched splits): equal splits, each a multiple of the key
+    block, so the launched count may be lower than asked."""
+    split_len = triton.cdiv(triton.cdiv(max(1, max_seq_len), num_splits), block_n) * block_n
+    return split_len, triton.cdiv(max(1, max_seq_len), split_len)
+
+
+def split_workspace_numel(num_tokens: int, num_heads: int, num_splits: int, block_d: int) -> int:
+    """fp32 elements of the workspace: partial outputs plus (max, sum)."""
+    return num_tokens * num_heads * num_splits * (block_d + 2)
+
+
+def paged_attention_split(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    out: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    seq_lens: torch.Tensor,
+    block_table: torch.Tensor,
+    scale: float,
+    max_query_len: int,
+    max_seq_len: int,
+    num_splits: int,
+    tiles: AttnTiles | None = None,
+    workspace: torch.Tensor | None = None,
+    check: bool = True,
+) -> torch.Tensor:
+    """Split-KV causal paged attention. ``max_seq_len`` (an upper bound is
+    fine) and ``num_splits`` are host ints. ``workspace``: an fp32 tensor of at
+    least ``split_workspace_numel`` elements (allocated here if None; vLLM's
+    builder allocates one per step and all layers reuse it). ``check=False``
+    skips the input asserts (the backend checks the first layer of a step)."""
+    if check:
+        check_inputs(q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table)
+        assert 1 <= num_splits <= MAX_SPLITS, num_splits
+    num_tokens, num_heads, head_size = q.shape
+    page_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    batch = seq_lens.shape[0]
+    if batch == 0 or num_tokens == 0 or max_query_len == 0 or max_seq_len == 0:
+        return out
+    if tiles is None:
+        tiles = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len)
+    group = num_heads // num_kv_heads
+    split_len, num_splits = split_geometry(max_seq_len, num_splits, tiles.block_n)
+    num_q_tiles = triton.cdiv(max_query_len, tiles.q_per_tile)
+    ml_plane = num_tokens * num_heads * num_splits
+    ml_base = ml_plane * tiles.block_d
+    if workspace is None:
+        workspace = torch.empty(ml_base + 2 * ml_plane, dtype=torch.float32, device=q.device)
+    if check:
+        assert tiles.block_m >= group and tiles.q_per_tile == tiles.block_m // group
+        assert workspace.dtype == torch.float32 and workspace.numel() >= ml_base + 2 * ml_plane
+        assert workspace.device == q.device and workspace.is_contiguous()
+
+    grid = (batch * num_q_tiles, num_kv_heads, num_splits)
+    _paged_attention_split_kernel[grid](
+        q, workspace, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table,
+        q.stride(0), q.stride(1), block_table.stride(0),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        scale * LOG2E, num_q_tiles, group, tiles.q_per_tile,
+        num_heads, num_splits, split_len, ml_base, ml_plane,
+        PAGE_SIZE=page_size, HEAD_SIZE=head_size,
+        BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n, BLOCK_D=tiles.block_d,
+        DOT_PRECISION=dot_precision(q.dtype), DOT_UPCAST=dot_upcast(q.dtype),
+        num_warps=tiles.num_warps, num_stages=tiles.num_stages,
+    )
+    _split_reduce_kernel[(num_tokens, num_heads)](
+        workspace, out, cu_seqlens_q,
+        out.stride(0), out.stride(1), batch, num_heads, num_splits, ml_base, ml_plane,
+        HEAD_SIZE=head_size, BLOCK_D=tiles.block_d,
+        SPLITS_PAD=max(2, triton.next_power_of_2(num_splits)),
+        num_warps=2,
+    )
+    return out
