@@ -20,7 +20,7 @@ from vllm_bass.patches import wrap
 
 PATCHED_SYMBOLS = {
     "vllm.engine.arg_utils.EngineArgs.add_cli_args": "(parser: vllm.utils.argparse_utils.FlexibleArgumentParser) -> vllm.utils.argparse_utils.FlexibleArgumentParser",
-    "vllm.engine.arg_utils.EngineArgs.from_cli_args": "(args: argparse.Namespace)",
+    "vllm.engine.arg_utils.EngineArgs.from_cli_args": "(cls, args: argparse.Namespace)",
 }
 GROUP_TITLE = "BASS speculative decoding (vllm-bass plugin)"
 

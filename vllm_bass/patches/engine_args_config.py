@@ -114,6 +114,7 @@ def translate_engine_args(args: Any) -> BassConfig | None:
     args.speculative_config = vllm_spec
     args.additional_config = dict(args.additional_config or {})
     args.additional_config[ADDITIONAL_CONFIG_KEY] = cfg.to_dict()
+    precheck_vocabulary(args, cfg)
     return cfg
 
 
@@ -130,16 +131,34 @@ def _tokenizer_vocab(path: str, revision: str | None, trust_remote_code: bool):
     return tok.get_vocab(), tok.bos_token_id, tok.eos_token_id
 
 
+def _vocab_size(path: str, revision: str | None, trust_remote_code: bool) -> int | None:
+    from transformers import AutoConfig
+
+    try:
+        hf = AutoConfig.from_pretrained(path, revision=revision,
+                                        trust_remote_code=trust_remote_code)
+    except Exception:
+        return None  # let vLLM report an unloadable model in its own words
+    text = hf.get_text_config() if hasattr(hf, "get_text_config") else hf
+    return getattr(text, "vocab_size", None)
+
+
+def precheck_vocabulary(args: Any, cfg: BassConfig) -> None:
+    """Before vLLM builds configs: its own vocab check would fire first, without the flag."""
+    trust = bool(getattr(args, "trust_remote_code", False))
+    t_vocab = _vocab_size(args.model, getattr(args, "revision", None), trust)
+    d_vocab = _vocab_size(cfg.draft_model, args.speculative_config.get("revision"), trust)
+    if t_vocab is not None and d_vocab is not None and t_vocab != d_vocab:
+        raise BassConfigError(
+            f"--speculative-model {cfg.draft_model!r} has vocabulary size {d_vocab} but the "
+            f"target {args.model!r} has {t_vocab}; BASS needs a draft with the target's "
+            "tokenizer and vocabulary")
+
+
 def validate_draft_against_target(vllm_config: Any, cfg: BassConfig) -> None:
     target = vllm_config.model_config
     spec = vllm_config.speculative_config
     draft = spec.draft_model_config
-    t_vocab, d_vocab = target.get_vocab_size(), draft.get_vocab_size()
-    if t_vocab != d_vocab:
-        raise BassConfigError(
-            f"--speculative-model {cfg.draft_model!r} has vocabulary size {d_vocab} but the "
-            f"target {target.model!r} has {t_vocab}; BASS needs a draft with the target's "
-            "tokenizer and vocabulary")
     draft_max = getattr(draft.hf_text_config, "max_position_embeddings", None)
     if draft_max is not None and draft_max < target.max_model_len:
         raise BassConfigError(
@@ -149,8 +168,8 @@ def validate_draft_against_target(vllm_config: Any, cfg: BassConfig) -> None:
     if cfg.check_tokenizer and not target.skip_tokenizer_init:
         t = _tokenizer_vocab(target.tokenizer, target.tokenizer_revision,
                              target.trust_remote_code)
-        d = _tokenizer_vocab(draft.tokenizer, draft.tokenizer_revision,
-                             draft.trust_remote_code)
+        # vLLM points the draft's ModelConfig at the TARGET's tokenizer; read the draft's own.
+        d = _tokenizer_vocab(cfg.draft_model, draft.revision, draft.trust_remote_code)
         if t is not None and d is not None and t != d:
             raise BassConfigError(
                 f"--speculative-model {cfg.draft_model!r} uses a different tokenizer than the "
