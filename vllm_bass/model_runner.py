@@ -48,6 +48,10 @@ class BassModelRunnerMixin:
             self.rejection_sampler = BassRejectionSampler(
                 self.sampler, self.speculative_config, bass_config, self.device)
         self._bass_known_reqs: set[str] = set()
+        if getattr(self, "drafter", None) is not None:
+            from vllm_bass.proposer.draft_model import install_bass_drafter
+
+            install_bass_drafter(self.drafter)
 
     def propose_draft_token_ids(self, scheduler_output, sampled_token_ids, sampling_metadata,
                                 hidden_states, sample_hidden_states, aux_hidden_states,

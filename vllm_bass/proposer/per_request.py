@@ -56,8 +56,9 @@ class PerRequestDraftLength(DraftLengthPolicy):
         for v in verified:
             s = self.successes.get(v.req_id, 0.0)
             f = self.failures.get(v.req_id, 0.0)
-            self.successes[v.req_id] = (1 - b) * s + b * v.num_accepted
-            self.failures[v.req_id] = (1 - b) * f + b * (1.0 if v.num_accepted < v.num_draft else 0.0)
+            # exponentially decayed sums (window ~1/ema steps), so the prior fades with evidence
+            self.successes[v.req_id] = (1 - b) * s + v.num_accepted
+            self.failures[v.req_id] = (1 - b) * f + (1.0 if v.num_accepted < v.num_draft else 0.0)
 
     def forget(self, req_id: str) -> None:
         self.successes.pop(req_id, None)

@@ -1,0 +1,197 @@
+"""The BASS attention backend satisfies vLLM 0.27.1's backend interface, and
+its builder + impl compute the same attention as the reference (on CPU through
+the Triton interpreter, on GPU compiled)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from tests.kernels.bass_kernel_testutils import DEVICES, assert_close, make_batch
+
+pytest.importorskip("vllm")
+
+from vllm.platforms.interface import DeviceCapability  # noqa: E402
+from vllm.v1.attention.backend import (  # noqa: E402
+    AttentionBackend,
+    AttentionImpl,
+    AttentionMetadataBuilder,
+    AttentionType,
+    CommonAttentionMetadata,
+)
+from vllm.v1.attention.backends.registry import AttentionBackendEnum  # noqa: E402
+from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend  # noqa: E402
+from vllm.v1.kv_cache_interface import FullAttentionSpec  # noqa: E402
+
+from vllm_bass.attention import BACKEND_CLASS_PATH, register_bass_attention_backend  # noqa: E402
+from vllm_bass.attention.backend import (  # noqa: E402
+    BassAttentionBackend,
+    BassAttentionImpl,
+    BassAttentionMetadataBuilder,
+)
+from vllm_bass.kernels.paged_attention_common import paged_attention_ref  # noqa: E402
+
+pytestmark = pytest.mark.cpu
+
+
+def test_register_is_idempotent_and_resolves():
+    assert register_bass_attention_backend() is True
+    assert register_bass_attention_backend() is True
+    assert AttentionBackendEnum.CUSTOM.get_path() == BACKEND_CLASS_PATH
+    assert AttentionBackendEnum.CUSTOM.get_class() is BassAttentionBackend
+    assert AttentionBackendEnum[BassAttentionBackend.get_name()] is AttentionBackendEnum.CUSTOM
+
+
+def test_register_does_not_import_triton_or_the_backend():
+    code = (
+        "import sys, vllm_bass.attention as a; "
+        "assert 'vllm_bass.attention.backend' not in sys.modules; "
+        "assert not any(m.startswith('vllm_bass.kernels') for m in sys.modules); "
+        "print('ok')"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+def test_backend_class_interface():
+    B = BassAttentionBackend
+    assert issubclass(B, AttentionBackend)
+    assert B.get_name() == "CUSTOM"
+    assert issubclass(B.get_impl_cls(), AttentionImpl)
+    assert issubclass(B.get_builder_cls(), AttentionMetadataBuilder)
+    assert B.forward_includes_kv_cache_update is False
+    for args in [(100, 16, 32, 128), (7, 32, 8, 64), (3, 64, 1, 80)]:
+        assert B.get_kv_cache_shape(*args) == TritonAttentionBackend.get_kv_cache_shape(*args)
+    with pytest.raises(ValueError):
+        B.get_kv_cache_shape(10, 8, 2, 64)
+    from vllm.config import VllmConfig, set_current_vllm_config
+
+    with set_current_vllm_config(VllmConfig()):
+        assert B.get_kv_cache_stride_order() == TritonAttentionBackend.get_kv_cache_stride_order()
+        assert B.get_kv_cache_stride_order(True) == TritonAttentionBackend.get_kv_cache_stride_order(True)
+    assert set(B.supported_dtypes) == {torch.float16, torch.bfloat16, torch.float32}
+    for hs in (64, 80, 96, 128, 256):
+        assert B.supports_head_size(hs)
+    assert not B.supports_head_size(100) and not B.supports_head_size(512)
+    for bs in (16, 32, 64, 128):
+        assert B.supports_block_size(bs)
+    assert not B.supports_block_size(8)
+
+
+def _validate(**over):
+    kw = dict(
+        head_size=128, dtype=torch.bfloat16, kv_cache_dtype="auto", block_size=16, use_mla=False,
+        has_sink=False, use_sparse=False, use_mm_prefix=False, use_per_head_quant_scales=False,
+        device_capability=DeviceCapability(9, 0), attn_type=AttentionType.DECODER,
+    )
+    kw.update(over)
+    return BassAttentionBackend.validate_configuration(**kw)
+
+
+def test_validate_configuration():
+    assert _validate() == []
+    assert _validate(dtype=torch.float16, head_size=64, block_size=32) == []
+    assert any("sliding" in r for r in _validate(has_sliding_window=True))
+    assert any("kv_cache_dtype" in r for r in _validate(kv_cache_dtype="fp8"))
+    assert any("sink" in r for r in _validate(has_sink=True))
+    assert any("MLA" in r for r in _validate(use_mla=True))
+    assert any("attention type" in r for r in _validate(attn_type=AttentionType.ENCODER_ONLY))
+    assert any("compute capability" in r for r in _validate(device_capability=DeviceCapability(7, 5)))
+
+
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        (dict(alibi_slopes=[0.5] * 4), "ALiBi"),
+        (dict(sliding_window=128), "sliding window"),
+        (dict(logits_soft_cap=30.0), "soft-cap"),
+        (dict(attn_type=AttentionType.ENCODER), "attention type"),
+        (dict(kv_cache_dtype="fp8"), "kv_cache_dtype"),
+        (dict(sinks=torch.zeros(4)), "sinks"),
+    ],
+)
+def test_impl_rejects_unsupported(kwargs, needle):
+    base = dict(num_heads=4, head_size=64, scale=0.125, num_kv_heads=2)
+    with pytest.raises(NotImplementedError, match=needle):
+        BassAttentionImpl(**base, **kwargs)
+
+
+def _fake_vllm_config(num_heads, num_kv_heads):
+    model_config = SimpleNamespace(
+        get_num_attention_heads=lambda parallel_config: num_heads,
+        get_num_kv_heads=lambda parallel_config: num_kv_heads,
+    )
+    return SimpleNamespace(
+        model_config=model_config,
+        parallel_config=SimpleNamespace(),
+        compilation_config=SimpleNamespace(static_forward_context={}),
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("strategy", ["pad", "split"])
+def test_builder_and_impl_end_to_end(device, dtype, strategy, monkeypatch):
+    """Build metadata from vLLM's CommonAttentionMetadata, write the new
+    tokens with do_kv_cache_update, run forward (twice: checked, then the
+    unchecked per-layer path); compare with the reference."""
+    from vllm_bass.kernels import paged_attention as pa
+
+    # steer the chooser: tiny split threshold and many programs wanted -> SPLIT
+    monkeypatch.setattr(pa, "MIN_SPLIT_TOKENS", 16 if strategy == "split" else 1 << 30)
+    monkeypatch.setattr(pa, "SHORT_CONTEXT", 0)
+    monkeypatch.setattr(pa, "num_sms", lambda device=None: 64)
+    heads, kv_heads, hd, page = 4, 2, 32, 16
+    qlens, ctx = [1, 3, 6, 2], [20, 0, 45, 9]
+    b = make_batch(qlens, ctx, heads, kv_heads, hd, page, dtype, device, seed=11)
+    # the new tokens' K/V: take them out of the cache, poison their slots,
+    # and let do_kv_cache_update put them back
+    T = b.q.shape[0]
+    slot_mapping = torch.empty(T + 2, dtype=torch.int64, device=device)  # 2 padded tokens
+    slot_mapping[T:] = -1
+    key = torch.empty(T + 2, kv_heads, hd, dtype=dtype, device=device)
+    value = torch.randn(T + 2, kv_heads, hd, device=device).to(dtype)
+    t = 0
+    for i, (ql, c) in enumerate(zip(qlens, ctx)):
+        for j in range(ql):
+            pos = c + j
+            blk = b.block_table[i, pos // page].long()
+            slot_mapping[t] = blk * page + pos % page
+            key[t] = b.k_cache[blk, pos % page]
+            value[t] = b.v_cache[blk, pos % page]
+            b.k_cache[blk, pos % page] = float("nan")
+            b.v_cache[blk, pos % page] = float("nan")
+            t += 1
+
+    spec = FullAttentionSpec(block_size=page, num_kv_heads=kv_heads, head_size=hd, dtype=dtype)
+    builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"], _fake_vllm_config(heads, kv_heads), torch.device(device))
+    cm = CommonAttentionMetadata(
+        query_start_loc=b.cu_seqlens_q,
+        query_start_loc_cpu=b.cu_seqlens_q.cpu(),
+        seq_lens=b.seq_lens,
+        num_reqs=len(qlens),
+        num_actual_tokens=T,
+        max_query_len=b.max_query_len,
+        max_seq_len=b.max_seq_len,
+        block_table_tensor=b.block_table,
+        slot_mapping=slot_mapping,
+    )
+    md = builder.build(0, cm)
+    assert md.plan.strategy == strategy and (md.workspace is not None) == (strategy == "split")
+    impl = BassAttentionImpl(heads, hd, b.scale, kv_heads, None, None, "auto", None, AttentionType.DECODER, None)
+    layer = SimpleNamespace()
+    impl.do_kv_cache_update(layer, key, value, b.kv_cache, slot_mapping)
+    query = torch.cat([b.q, torch.randn(2, heads, hd, device=device).to(dtype)])
+    output = torch.full((T + 2, heads * hd), float("nan"), dtype=dtype, device=device)
+    ref = paged_attention_ref(b.q, b.k_cache, b.v_cache, b.cu_seqlens_q, b.seq_lens, b.block_table, b.scale)
+    for layer_no in range(2):
+        impl.forward(layer, query, key, value, b.kv_cache, md, output)
+        assert md.checked
+        assert_close(output[:T].view(T, heads, hd), ref, dtype, f"backend forward, layer {layer_no}")
+        output.fill_(float("nan"))
+    # profiling run (no metadata) fills zeros
+    assert impl.forward(layer, query, key, value, b.kv_cache, None, output).abs().sum() == 0

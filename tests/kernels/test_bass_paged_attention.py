@@ -1,0 +1,238 @@
+"""PAD and SPLIT paged attention against the float64 reference.
+
+Each test body runs on both devices: ``cpu`` (Triton interpreter, small
+shapes, runs in CI) and ``gpu`` (compiled, the full grid).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.kernels.bass_kernel_testutils import (
+    DEVICES,
+    HAS_CUDA,
+    TOLERANCES,
+    assert_close,
+    make_batch,
+    random_lengths,
+)
+from vllm_bass.kernels.paged_attention import AttnPlan, choose_plan, paged_attention
+from vllm_bass.kernels.paged_attention_common import AttnTiles, paged_attention_ref, pick_tiles
+from vllm_bass.kernels.paged_attention_pad import paged_attention_pad
+from vllm_bass.kernels.paged_attention_split import paged_attention_split
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+STRATEGIES = ["pad", "split"]
+
+
+def _run(batch, strategy: str, num_splits: int | None = None, tiles: AttnTiles | None = None):
+    out = torch.full_like(batch.q, float("nan"))  # poisoned: every row must be written
+    if strategy == "pad":
+        paged_attention_pad(
+            batch.q, batch.k_cache, batch.v_cache, out, batch.cu_seqlens_q, batch.seq_lens,
+            batch.block_table, batch.scale, batch.max_query_len, tiles,
+        )
+    elif strategy == "split":
+        paged_attention_split(
+            batch.q, batch.k_cache, batch.v_cache, out, batch.cu_seqlens_q, batch.seq_lens,
+            batch.block_table, batch.scale, batch.max_query_len, batch.max_seq_len,
+            num_splits or 3, tiles,
+        )
+    else:
+        paged_attention(
+            batch.q, batch.k_cache, batch.v_cache, out, batch.cu_seqlens_q, batch.seq_lens,
+            batch.block_table, batch.scale, batch.max_query_len, batch.max_seq_len,
+        )
+    return out
+
+
+def _ref(batch):
+    return paged_attention_ref(
+        batch.q, batch.k_cache, batch.v_cache, batch.cu_seqlens_q, batch.seq_lens,
+        batch.block_table, batch.scale,
+    )
+
+
+def _small_tiles(num_heads, num_kv_heads, head_size, max_query_len, block_n=16):
+    """Short key blocks so the CPU shapes still take several loop steps."""
+    t = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len)
+    return AttnTiles(t.block_m, t.q_per_tile, block_n, t.block_d, t.num_warps, t.num_stages)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("strategy", STRATEGIES + ["auto"])
+def test_mixed_query_lengths(device, dtype, strategy):
+    """Decode rows, verification rows with 1..32 drafts and a prefill chunk in
+    one batch; GQA; shuffled block tables; poisoned output."""
+    if device == "cpu":
+        qlens = [1, 2, 5, 9, 17, 33, 1, 40]  # 40 = a prefill chunk
+        ctx = [0, 3, 31, 50, 16, 7, 64, 21]
+        heads, kv_heads, head_size, page = 4, 2, 32, 16
+    else:
+        qlens = [1, 2, 3, 5, 9, 17, 33, 1, 1, 300] + random_lengths(22, 1, 33, seed=1)
+        ctx = random_lengths(len(qlens), 0, 3000, seed=2)
+        ctx[-1] = 0  # a first prefill chunk
+        heads, kv_heads, head_size, page = 32, 8, 128, 16
+    b = make_batch(qlens, ctx, heads, kv_heads, head_size, page, dtype, device)
+    tiles = _small_tiles(heads, kv_heads, head_size, b.max_query_len) if device == "cpu" else None
+    out = _run(b, strategy, num_splits=3, tiles=None if strategy == "auto" else tiles)
+    assert_close(out, _ref(b), dtype, f"{strategy} {dtype}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_zero_draft_rows_decode_only(device, strategy, layout):
+    """Query length 1 everywhere (no drafts): plain decode, both cache layouts."""
+    dtype = torch.float16
+    n = 5 if device == "cpu" else 64
+    ctx = random_lengths(n, 1, 90 if device == "cpu" else 5000, seed=3)
+    heads, kv_heads, hd = (8, 1, 64)
+    b = make_batch([1] * n, ctx, heads, kv_heads, hd, 32, dtype, device, layout=layout, seed=4)
+    out = _run(b, strategy, num_splits=4)
+    assert_close(out, _ref(b), dtype, f"decode {strategy} {layout}")
+
+
+HEAD_CONFIGS_CPU = [
+    # (num_heads, num_kv_heads, head_size, page_size)
+    (3, 3, 16, 16),  # MHA, odd head count
+    (6, 2, 32, 32),  # GQA 3 (not a power of two)
+    (5, 1, 64, 16),  # MQA, odd group
+    (2, 2, 48, 64),  # head size not a power of two, large pages
+]
+HEAD_CONFIGS_GPU = [
+    (32, 32, 128, 16),  # Llama-2-7B
+    (32, 8, 128, 16),  # Llama-3-8B
+    (28, 4, 128, 32),  # group 7
+    (12, 12, 64, 16),
+    (16, 1, 64, 64),  # MQA
+    (40, 8, 80, 16),  # head size 80
+    (8, 2, 256, 16),
+    (64, 64, 64, 32),
+    (128, 1, 128, 16),  # group > 64
+]
+
+
+def _head_config_params():
+    for dev in DEVICES:
+        cfgs = HEAD_CONFIGS_CPU if dev.values[0] == "cpu" else HEAD_CONFIGS_GPU
+        for cfg in cfgs:
+            yield pytest.param(dev.values[0], *cfg, marks=dev.marks, id=f"{dev.id}-h{cfg[0]}kv{cfg[1]}d{cfg[2]}p{cfg[3]}")
+
+
+@pytest.mark.parametrize("device,heads,kv_heads,head_size,page", list(_head_config_params()))
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_head_configs_odd_lengths(device, heads, kv_heads, head_size, page, strategy):
+    """MHA/GQA/MQA, odd head counts and odd sequence lengths."""
+    dtype = torch.bfloat16
+    if device == "cpu":
+        qlens, ctx = [1, 3, 7, 2], [13, 0, 37, 61]
+    else:
+        qlens = random_lengths(12, 1, 9, seed=5) + [1, 77]
+        ctx = [2 * c + 1 for c in random_lengths(14, 0, 1500, seed=6)]
+    b = make_batch(qlens, ctx, heads, kv_heads, head_size, page, dtype, device, seed=7)
+    tiles = _small_tiles(heads, kv_heads, head_size, b.max_query_len) if device == "cpu" else None
+    out = _run(b, strategy, num_splits=5, tiles=tiles)
+    assert_close(out, _ref(b), dtype, f"h{heads} kv{kv_heads} d{head_size} p{page} {strategy}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("num_splits", [1, 2, 7, 64])
+def test_split_counts(device, num_splits):
+    """Any split count gives the same answer, including splits beyond some
+    sequences' context (empty splits) and more splits than key blocks."""
+    dtype = torch.float32
+    qlens, ctx = ([2, 9, 1], [100, 3, 250]) if device == "cpu" else ([2, 9, 1, 5], [100, 3, 8000, 1000])
+    b = make_batch(qlens, ctx, 4, 4, 32, 16, dtype, device, seed=8)
+    tiles = _small_tiles(4, 4, 32, b.max_query_len) if device == "cpu" else None
+    out = _run(b, "split", num_splits=num_splits, tiles=tiles)
+    assert_close(out, _ref(b), dtype, f"splits={num_splits}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_empty_rows_and_padding_tokens(device):
+    """A request with no new tokens this step is skipped, and query rows past
+    the last sequence (vLLM pads the token count) are left alone."""
+    dtype = torch.float16
+    b = make_batch([3, 0, 2], [10, 5, 20], 4, 2, 32, 16, dtype, device, seed=9)
+    pad_rows = 3
+    q = torch.cat([b.q, torch.randn(pad_rows, 4, 32, dtype=dtype, device=device)])
+    ref = _ref(b)
+    for strategy in STRATEGIES:
+        out = torch.full_like(q, 7.0)
+        fn = paged_attention_pad if strategy == "pad" else paged_attention_split
+        extra = () if strategy == "pad" else (b.max_seq_len, 2)
+        fn(q, b.k_cache, b.v_cache, out, b.cu_seqlens_q, b.seq_lens, b.block_table, b.scale, b.max_query_len, *extra)
+        assert_close(out[: b.q.shape[0]], ref, dtype, strategy)
+        assert (out[b.q.shape[0] :] == 7.0).all(), f"{strategy} wrote padding rows"
+
+
+@pytest.mark.cpu
+def test_choose_plan():
+    """PAD when batch x heads fills the GPU or contexts are short (wide tiles
+    when the programs are few), SPLIT with enough splits otherwise."""
+    sms = 132
+    big = choose_plan(64, 32, 32, 128, 5, 4096, sms)
+    assert big.strategy == "pad" and big.tiles.block_n == 64
+    mid = choose_plan(8, 32, 32, 128, 5, 8192, sms)  # 256 programs, ~2 per SM
+    assert mid.strategy == "pad" and mid.tiles.block_n == 128 and mid.tiles.num_warps == 8
+    short = choose_plan(1, 32, 32, 128, 5, 300, sms)
+    assert short.strategy == "pad"
+    small_batch = choose_plan(1, 32, 32, 128, 5, 8192, sms)
+    assert small_batch.strategy == "split" and small_batch.num_splits >= 8
+    assert small_batch.workspace_numel(5, 32) == 5 * 32 * small_batch.num_splits * (128 + 2)
+    assert choose_plan(64, 32, 32, 128, 5, 4096, sms, strategy="split").strategy == "split"
+    assert choose_plan(1, 32, 32, 128, 5, 8192, sms, strategy="pad") == AttnPlan("pad", 1, small_batch.tiles)
+    # verification rows of all heads sharing a KV head fill the M dim of the dot
+    t = pick_tiles(32, 8, 128, 5)
+    assert t.block_m == 32 and t.q_per_tile == 8  # 4 heads x 5 tokens = 20 rows
+    t = pick_tiles(32, 32, 128, 9)
+    assert t.block_m == 16 and t.q_per_tile == 16
+    t = pick_tiles(128, 1, 128, 1)
+    assert t.block_m == 128 and t.q_per_tile == 1
+    # K/V pipeline stages stay inside shared memory, for fp32 and big heads too
+    for elem, hd in ((4, 128), (2, 256), (4, 256)):
+        for wide in (False, True):
+            t = pick_tiles(8, 2, hd, 9, elem, wide)
+            assert t.num_stages * t.block_n * t.block_d * 2 * elem <= 200 * 1024
+    assert set(TOLERANCES) == set(DTYPES)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU (gpu marker): a >2^31-element KV cache")
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_int64_offsets(strategy):
+    """Blocks whose element offset exceeds 2^31: offsets must be int64."""
+    dtype, heads, kv_heads, hd, page = torch.bfloat16, 4, 1, 64, 16
+    block_elems = page * kv_heads * 2 * hd  # 2048 elements per block (K and V packed)
+    num_blocks = (2**31) // block_elems + 64  # 4.3 GB of bf16
+    kv_cache = torch.empty(num_blocks, kv_heads, page, 2 * hd, dtype=dtype, device="cuda")
+    g = torch.Generator(device="cuda").manual_seed(10)
+    qlens, ctx = [1, 4, 9], [40, 100, 300]
+    seq_lens = [c + q for c, q in zip(ctx, qlens)]
+    nblk = [(s + page - 1) // page for s in seq_lens]
+    # the top blocks of the cache, shuffled; the first block stays low so a
+    # table mixes small and huge offsets
+    top = torch.randperm(60, device="cuda", generator=g) + (num_blocks - 60)
+    bt = torch.zeros(3, max(nblk), dtype=torch.int32, device="cuda")
+    i = 0
+    for b, n in enumerate(nblk):
+        bt[b, :n] = top[i : i + n].int()
+        bt[b, 0] = b
+        i += n
+    used = torch.unique(bt.long())
+    kv_cache[used] = torch.randn(len(used), kv_heads, page, 2 * hd, device="cuda", generator=g).to(dtype)
+    k_cache, v_cache = kv_cache.transpose(1, 2).split(hd, dim=-1)
+    q = torch.randn(sum(qlens), heads, hd, device="cuda", generator=g).to(dtype)
+    cu = torch.tensor([0, 1, 5, 14], dtype=torch.int32, device="cuda")
+    sl = torch.tensor(seq_lens, dtype=torch.int32, device="cuda")
+    out = torch.full_like(q, float("nan"))
+    if strategy == "pad":
+        paged_attention_pad(q, k_cache, v_cache, out, cu, sl, bt, hd**-0.5, 9)
+    else:
+        paged_attention_split(q, k_cache, v_cache, out, cu, sl, bt, hd**-0.5, 9, max(seq_lens), 4)
+    assert (bt.long() * block_elems).max() > 2**31
+    ref = paged_attention_ref(q, k_cache, v_cache, cu, sl, bt, hd**-0.5)
+    assert_close(out, ref, dtype, f"int64 {strategy}")

@@ -1,0 +1,90 @@
+"""Draft-length policies on hand-built acceptance sequences."""
+
+import pytest
+
+from vllm_bass.config import BassConfig
+from vllm_bass.proposer.per_request import PerRequestDraftLength, StepCostModel
+from vllm_bass.proposer.policies import BassAlgorithm1, FixedDraftLength, Verified, make_policy
+
+pytestmark = [pytest.mark.cpu]
+
+
+def step(policy, accepted_counts, length=None):
+    length = policy.length if length is None else length
+    policy.observe([Verified(f"r{i}", length, a) for i, a in enumerate(accepted_counts)])
+    return policy.length
+
+
+def test_algorithm1_hand_trajectory():
+    p = BassAlgorithm1(initial=7, increment=2, limit=32, shrink_divisor=10)
+    assert p.length == 7
+    assert step(p, [7, 2]) == 9          # someone accepted the whole draft: +2
+    assert step(p, [3, 1]) == 8          # shrink ceil(9/10) = 1
+    assert step(p, [2, 0]) == 6          # shrank last step too: ceil(8/10) + 1 = 2
+    assert step(p, [5, 1]) == 5          # 6 - 2 = 4, but never below max accepted (5)
+    assert step(p, [5]) == 7             # full acceptance again: +2, shrink streak reset
+    assert step(p, [0]) == 6             # single shrink: ceil(7/10) = 1
+    assert p.history == [7, 9, 8, 6, 5, 7, 6]
+
+
+def test_algorithm1_grows_to_limit_and_shrinks_to_one():
+    p = BassAlgorithm1(initial=7, increment=2, limit=32, shrink_divisor=10)
+    lengths = [step(p, [p.length]) for _ in range(15)]
+    assert lengths[:4] == [9, 11, 13, 15] and lengths[-1] == 32 and max(lengths) == 32
+    lengths = [step(p, [0]) for _ in range(12)]
+    assert lengths[:3] == [28, 24, 20]   # 32-ceil(3.2)=28; 28-(3+1)=24; 24-(3+1)=20
+    assert lengths[-1] == 1 and min(lengths) == 1
+
+
+def test_algorithm1_no_observation_keeps_length():
+    p = BassAlgorithm1()
+    p.observe([])
+    assert p.length == 7 and p.history == [7]
+
+
+def test_fixed_and_factory():
+    assert FixedDraftLength(5).plan(["a", "b"]).batch_length == 5
+    cfg = BassConfig(draft_model="d", num_speculative_tokens=12, draft_length_policy="bass",
+                     initial_draft_length=4, draft_length_increment=3)
+    p = make_policy(cfg)
+    assert isinstance(p, BassAlgorithm1) and p.length == 4 and p.limit == 12
+    assert step(p, [4]) == 7 and step(p, [7]) == 10 and step(p, [10]) == 12
+
+
+def test_per_request_lengths_follow_acceptance():
+    cfg = BassConfig(draft_model="d", num_speculative_tokens=16, draft_length_policy="per_request")
+    p = PerRequestDraftLength(cfg, StepCostModel(base=1.0, per_draft_step=0.05,
+                                                 per_verify_token=0.05))
+    for _ in range(30):  # "good" accepts everything, "bad" rejects the first token
+        p.observe([Verified("good", 8, 8), Verified("bad", 8, 0)])
+    plan = p.plan(["good", "bad"])
+    assert plan.length_for("good") > plan.length_for("bad")
+    assert plan.batch_length == plan.length_for("good")
+    assert p.alpha("good") > 0.9 > 0.2 > p.alpha("bad")
+
+
+def test_per_request_turns_off_when_drafts_never_accept_then_probes():
+    cfg = BassConfig(draft_model="d", num_speculative_tokens=8, draft_length_policy="per_request")
+    p = PerRequestDraftLength(cfg, StepCostModel(base=1.0, per_draft_step=0.3, per_verify_token=0.02))
+    for _ in range(30):
+        p.observe([Verified("a", 4, 0), Verified("b", 4, 0)])
+    plans = [p.plan(["a", "b"]) for _ in range(p.probe_interval)]
+    assert all(pl.batch_length == 0 for pl in plans[:-1]), "speculation should be off"
+    assert plans[-1].batch_length == 1, "a probe step re-measures acceptance"
+
+
+def test_per_request_optimum_matches_brute_force():
+    import itertools
+
+    cfg = BassConfig(draft_model="d", num_speculative_tokens=4, draft_length_policy="per_request")
+    cost = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.08)
+    p = PerRequestDraftLength(cfg, cost)
+    alphas = [0.95, 0.7, 0.3]
+    got = p.best_lengths(alphas)
+
+    def rate(ls):
+        gain = sum(1 + sum(a ** j for j in range(1, l + 1)) for a, l in zip(alphas, ls))
+        return gain / cost.step_time(list(ls))
+
+    best = max(itertools.product(range(5), repeat=3), key=rate)
+    assert rate(got) == pytest.approx(rate(best), rel=1e-9)

@@ -1,0 +1,130 @@
+"""Run a real vLLM engine in a child process and return its outputs as JSON.
+
+Each engine gets its own process (as vLLM's users' scripts do), so engines with different
+configs never share state (vLLM 0.27.1's LLM has no shutdown), and a crash surfaces with the
+child's log. Used by the tests, the demo and the end-to-end benchmarks:
+`run_engine(engine_kwargs, jobs)`; a job is {"prompts": [...], "sampling": {SamplingParams
+kwargs}}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+TARGET = os.environ.get("BASS_TEST_TARGET", str(REPO / "models" / "bass-tiny-target"))
+DRAFT = os.environ.get("BASS_TEST_DRAFT", str(REPO / "models" / "bass-tiny-draft"))
+
+
+def on_gpu() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def base_engine_kwargs(**overrides) -> dict:
+    """Small, deterministic engine settings that run on both CPU and GPU."""
+    kwargs = dict(model=TARGET, dtype="float32", max_model_len=1024, seed=0,
+                  max_num_seqs=8, enforce_eager=True,
+                  gpu_memory_utilization=0.05 if not on_gpu() else 0.3)
+    kwargs.update(overrides)
+    return kwargs
+
+
+def bass_spec(**options) -> dict:
+    spec = {"method": "bass", "model": DRAFT}
+    spec.update(options)
+    return spec
+
+
+def engine_env() -> dict:
+    env = dict(os.environ)
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def run_engine(engine_kwargs: dict, jobs: list[dict], metrics: bool = False,
+               timeout: float = 1800, log_path: str | None = None) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "out.json")
+        spec_path.write_text(json.dumps({"engine": engine_kwargs, "jobs": jobs,
+                                         "metrics": metrics}))
+        proc = subprocess.run([sys.executable, "-m", "vllm_bass.utils.isolated_engine", str(spec_path),
+                               str(out_path)], cwd=REPO, env=engine_env(),
+                              capture_output=True, text=True, timeout=timeout)
+        if log_path:
+            Path(log_path).write_text(proc.stdout + "\n" + proc.stderr)
+        if proc.returncode != 0 or not out_path.exists():
+            raise RuntimeError(f"engine child failed (rc={proc.returncode}):\n"
+                               f"{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+        return json.loads(out_path.read_text())
+
+
+def metric(metrics: dict, name: str):
+    """Sum a metric over its label sets (keys are 'name{labels}')."""
+    values = [v for k, v in metrics.items() if k == name or k.startswith(name + "{")]
+    if not values:
+        return 0
+    if isinstance(values[0], list):
+        return [sum(col) for col in zip(*values)]
+    return sum(values)
+
+
+def _child(spec_path: str, out_path: str) -> None:
+    import time
+
+    from vllm import LLM, SamplingParams
+
+    spec = json.loads(Path(spec_path).read_text())
+    engine = dict(spec["engine"])
+    if spec.get("metrics"):
+        engine["disable_log_stats"] = False
+    llm = LLM(**engine)
+    results = []
+    for job in spec["jobs"]:
+        sampling = job.get("sampling", {})
+        if "per_prompt_seed" in job:
+            params = [SamplingParams(**sampling, seed=job["per_prompt_seed"] + i)
+                      for i in range(len(job["prompts"]))]
+        else:
+            params = SamplingParams(**sampling)
+        start = time.perf_counter()
+        outs = llm.generate(job["prompts"], params, use_tqdm=False)
+        elapsed = time.perf_counter() - start
+        results.append({
+            "token_ids": [[list(c.token_ids) for c in o.outputs] for o in outs],
+            "text": [o.outputs[0].text for o in outs],
+            "seconds": elapsed,
+        })
+    out = {"results": results}
+    if spec.get("metrics"):
+        out["metrics"] = _metrics_dict(llm.get_metrics())
+    Path(out_path).write_text(json.dumps(out))
+
+
+def _metrics_dict(metrics) -> dict:
+    out = {}
+    for m in metrics:
+        value = getattr(m, "value", None)
+        if value is None and hasattr(m, "values"):
+            value = list(m.values)
+        if value is None and hasattr(m, "count"):
+            value = {"count": m.count, "sum": getattr(m, "sum", None),
+                     "buckets": dict(getattr(m, "buckets", {}) or {})}
+        key = m.name + (json.dumps(m.labels, sort_keys=True) if getattr(m, "labels", None) else "")
+        out[key] = value
+    return out
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1], sys.argv[2])
