@@ -49,3 +49,4 @@ def test_greedy_identical_under_preemption(baseline):
                      JOBS, metrics=True)
     _assert_same(baseline, got, "preemption")
     assert metric(got["metrics"], "vllm:num_preemptions") > 0, "the test did not preempt"
+

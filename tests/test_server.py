@@ -98,9 +98,24 @@ def test_speculative_metrics_exported(server):
     text = requests.get(server + "/metrics", timeout=30).text
     values = {}
     for line in text.splitlines():
-        if line.startswith("vllm:spec_decode_num_draft_tokens_total") or line.startswith(
-                "vllm:spec_decode_num_accepted_tokens_total"):
+        if line.split("{")[0] in ("vllm:spec_decode_num_draft_tokens_total",
+                                  "vllm:spec_decode_num_accepted_tokens_total",
+                                  "vllm:spec_decode_num_drafts_total"):
             name = line.split("{")[0]
             values[name] = values.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
     assert values.get("vllm:spec_decode_num_draft_tokens_total", 0) > 0, text[:2000]
     assert values.get("vllm:spec_decode_num_accepted_tokens_total", 0) > 0
+    bass = {}
+    for line in text.splitlines():
+        if line.startswith("vllm:bass_"):
+            key = line.split(" ")[0]
+            bass[key] = float(line.rsplit(" ", 1)[1])
+    hist_count = sum(v for k, v in bass.items() if k.startswith("vllm:bass_draft_length_count"))
+    on_steps = sum(v for k, v in bass.items()
+                   if k.startswith("vllm:bass_sequence_steps_total") and 'speculation="on"' in k)
+    pos0 = sum(v for k, v in bass.items()
+               if k.startswith("vllm:bass_draft_tokens_per_pos_total") and 'position="0"' in k)
+    assert hist_count > 0 and on_steps > 0 and pos0 > 0, sorted(bass)[:20]
+    # every drafted sequence-step is one histogram observation
+    assert hist_count == values["vllm:spec_decode_num_drafts_total"] if (
+        "vllm:spec_decode_num_drafts_total" in values) else True

@@ -16,6 +16,7 @@ _MARK = "__vllm_bass_original__"
 PATCH_MODULES = (
     "vllm_bass.patches.engine_args_cli",
     "vllm_bass.patches.engine_args_config",
+    "vllm_bass.patches.stat_logger_manager",
 )
 
 

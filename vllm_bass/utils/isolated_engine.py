@@ -101,11 +101,14 @@ def _child(spec_path: str, out_path: str) -> None:
         start = time.perf_counter()
         outs = llm.generate(job["prompts"], params, use_tqdm=False)
         elapsed = time.perf_counter() - start
-        results.append({
+        result = {
             "token_ids": [[list(c.token_ids) for c in o.outputs] for o in outs],
             "text": [o.outputs[0].text for o in outs],
             "seconds": elapsed,
-        })
+        }
+        if spec.get("metrics"):  # cumulative counters after this job
+            result["metrics"] = _metrics_dict(llm.get_metrics())
+        results.append(result)
     out = {"results": results}
     if spec.get("metrics"):
         out["metrics"] = _metrics_dict(llm.get_metrics())

@@ -1,0 +1,22 @@
+"""GPU only: our Triton attention as vLLM's attention backend (CUSTOM) in the real engine,
+for target and draft, under BASS speculation."""
+
+import pytest
+
+from tests.harness import base_engine_kwargs, bass_spec, metric, on_gpu, run_engine
+from tests.test_engine_greedy import JOBS
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow,
+              pytest.mark.skipif(not on_gpu(), reason="compiled Triton kernels need CUDA")]
+
+
+def test_greedy_with_bass_attention_backend_on_target_and_draft():
+    """Our Triton attention as vLLM's attention backend (CUSTOM) for target and draft:
+    BASS output equals plain decoding on the same backend."""
+    custom = {"attention_config": {"backend": "CUSTOM"}}
+    plain = run_engine(base_engine_kwargs(**custom), JOBS[:3])
+    got = run_engine(base_engine_kwargs(**custom, speculative_config=bass_spec(
+        num_speculative_tokens=8, attention_backend="CUSTOM")), JOBS[:3], metrics=True)
+    for want, have in zip(plain["results"], got["results"]):
+        assert have["token_ids"] == want["token_ids"]
+    assert metric(got["metrics"], "vllm:spec_decode_num_accepted_tokens") > 0
