@@ -4,7 +4,6 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-export VLLM_USE_V2_MODEL_RUNNER=${VLLM_USE_V2_MODEL_RUNNER:-}
 nvidia-smi --query-gpu=name,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
 python3 -m pytest -m gpu -v -rs --durations=15 -p no:cacheprovider "$@" tests \
   --ignore=tests/kernels 2>&1 | tee "$OUT/gpu_tests.txt"
