@@ -10,6 +10,7 @@ import pytest
 
 from tests.harness import DRAFT, TARGET
 from vllm_bass.config import BassConfigError
+from vllm_bass.patches.engine_args_config import WORKER_CLS
 
 pytestmark = [pytest.mark.cpu, pytest.mark.gpu]
 
@@ -129,7 +130,7 @@ def test_good_cli_builds_bass_config(parser):
     cfg = _config_from_cli(parser, ["--model", TARGET, "--spec-worker", "bass",
                                     "--speculative-model", DRAFT, "--num-speculative-tokens", "5",
                                     "--draft-length-policy", "fixed"])
-    assert cfg.parallel_config.worker_cls.startswith("vllm_bass.worker.Bass")
+    assert cfg.parallel_config.worker_cls in WORKER_CLS.values()
     assert cfg.scheduler_config.scheduler_cls == "vllm_bass.scheduler.BassScheduler"
     assert cfg.speculative_config.num_speculative_tokens == 5
     assert cfg.additional_config["bass"]["draft_length_policy"] == "fixed"
@@ -139,7 +140,7 @@ def test_speculative_config_json_method_bass(parser):
     spec = json.dumps({"method": "bass", "model": DRAFT, "num_speculative_tokens": 3})
     cfg = _config_from_cli(parser, ["--model", TARGET, "--speculative-config", spec])
     assert cfg.additional_config["bass"]["num_speculative_tokens"] == 3
-    assert cfg.parallel_config.worker_cls.startswith("vllm_bass.worker.Bass")
+    assert cfg.parallel_config.worker_cls in WORKER_CLS.values()
 
 
 def test_llm_constructor_fails_before_engine_start(tmp_path):

@@ -53,34 +53,9 @@ class BassModelRunnerMixin:
 
             install_bass_drafter(self.drafter)
 
-    def _bass_on_device(self, obj, names: tuple[str, ...], what: str) -> None:
-        """Move host tensors the drafter's Triton kernels will read onto the device.
-
-        Seen on CUDA (H100, vLLM 0.27.1): prepare_inputs_padded received a CPU tensor as its
-        first pointer argument under BASS. Copying these few [batch]-sized tensors is cheap
-        and makes the launch safe; the warning names the tensor for the root-cause fix."""
-        if obj is None or getattr(self.device, "type", "cpu") == "cpu":
-            return
-        for name in names:
-            t = getattr(obj, name, None)
-            if isinstance(t, torch.Tensor) and t.device != self.device:
-                if name not in self._bass_moved:
-                    self._bass_moved.add(name)
-                    logger.warning("vllm-bass: %s.%s was on %s; moved to %s", what, name,
-                                   t.device, self.device)
-                setattr(obj, name, t.to(self.device, non_blocking=True))
-
     def propose_draft_token_ids(self, scheduler_output, sampled_token_ids, sampling_metadata,
                                 hidden_states, sample_hidden_states, aux_hidden_states,
                                 spec_decode_metadata, common_attn_metadata, slot_mappings):
-        if not hasattr(self, "_bass_moved"):
-            self._bass_moved: set[str] = set()
-        self._bass_on_device(spec_decode_metadata, (
-            "cu_num_draft_tokens", "cu_num_sampled_tokens", "target_logits_indices",
-            "bonus_logits_indices", "logits_indices", "draft_token_ids"), "spec_decode_metadata")
-        self._bass_on_device(common_attn_metadata, (
-            "query_start_loc", "seq_lens", "block_table_tensor", "slot_mapping"),
-            "common_attn_metadata")
         req_ids = list(self.input_batch.req_ids)
         if spec_decode_metadata is not None:
             num_draft = list(spec_decode_metadata.num_draft_tokens)

@@ -1,13 +1,19 @@
-"""BASS workers: vLLM's own GPU / CPU workers whose model runner gets the BASS mixin.
+"""BASS workers: vLLM's own workers whose model runner gets the BASS mixin.
 
 vLLM picks the runner inside `Worker.init_device` with no hook, so we let it build its runner
 and then install the mixin on that instance (see `install_bass_runner`). Selected by the
-plugin through `worker_cls`, one dotted path per platform.
+plugin through `worker_cls`, one dotted path per platform: this module for GPUs,
+`vllm_bass.cpu_worker` for CPUs.
+
+Keep the CPU worker out of this module: importing `vllm.v1.worker.cpu_worker` runs
+`vllm.v1.worker.cpu.shm`, which monkeypatches torch and vLLM process-wide (a CPU-only
+`async_tensor_h2d`, no-op `torch.accelerator.synchronize`, fake `pin_memory`). On a GPU
+host that silently put the runner's speculative-decoding metadata on the CPU (seen on an
+H200: the drafter's Triton launch got CPU tensors).
 """
 
 from __future__ import annotations
 
-from vllm.v1.worker.cpu_worker import CPUWorker
 from vllm.v1.worker.gpu_worker import Worker
 
 from vllm_bass.config import bass_config_from_vllm
@@ -21,7 +27,7 @@ def _check_v1_runner(worker) -> None:
             "(vLLM itself selects V1 for draft-model speculation)")
 
 
-class _BassWorkerMixin:
+class BassWorkerMixin:
     def init_device(self) -> None:
         super().init_device()
         _check_v1_runner(self)
@@ -32,9 +38,5 @@ class _BassWorkerMixin:
         install_bass_runner(self.model_runner, cfg)
 
 
-class BassGPUWorker(_BassWorkerMixin, Worker):
+class BassGPUWorker(BassWorkerMixin, Worker):
     """CUDA (and other GPU platform) worker with the BASS runner."""
-
-
-class BassCPUWorker(_BassWorkerMixin, CPUWorker):
-    """CPU worker with the BASS runner (CPUModelRunner is a V1 GPUModelRunner subclass)."""

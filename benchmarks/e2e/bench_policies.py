@@ -70,6 +70,11 @@ def main() -> None:
         out = run_engine(kwargs, jobs, metrics=True, log_path=f"{args.out}_{name}.log")
         print(f"{name}: engine run {time.time() - t0:.0f}s", flush=True)
         raw[name] = out
+        # keep what we have if a later configuration runs out of time
+        Path(f"{args.out}_{name}.json").write_text(json.dumps(
+            {"config": name, "sizes": sizes, "max_tokens": args.max_tokens,
+             "seconds": [r["seconds"] for r in out["results"]],
+             "metrics": [r.get("metrics") for r in out["results"]]}))
         for i, bs in enumerate(sizes):
             reps = out["results"][1 + 2 * i: 3 + 2 * i]
             best = min(r["seconds"] for r in reps)
