@@ -38,7 +38,9 @@ class BassConfig:
     initial_draft_length: int = 7
     draft_length_increment: int = 2
     draft_length_shrink_divisor: int = 10
-    # Turn drafting off when the cost model predicts speculation is slower than plain decoding.
+    # per_request policy: let sequences (or the whole batch) stop drafting when the step cost
+    # model predicts speculation is slower than plain decoding; probes now and then.
+    # (The `bass` and `fixed` policies always draft; see the README's status.)
     auto_off: bool = True
     # How the draft samples its tokens when the request samples (temperature > 0):
     # "probabilistic" samples from the draft's distribution q and verifies with min(1, p/q);

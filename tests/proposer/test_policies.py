@@ -88,3 +88,12 @@ def test_per_request_optimum_matches_brute_force():
 
     best = max(itertools.product(range(5), repeat=3), key=rate)
     assert rate(got) == pytest.approx(rate(best), rel=1e-9)
+
+
+def test_per_request_auto_off_can_be_disabled():
+    cfg = BassConfig(draft_model="d", num_speculative_tokens=8, draft_length_policy="per_request",
+                     auto_off=False)
+    p = PerRequestDraftLength(cfg, StepCostModel(base=1.0, per_draft_step=0.3, per_verify_token=0.02))
+    for _ in range(30):
+        p.observe([Verified("a", 4, 0)])
+    assert p.plan(["a"]).batch_length == 1

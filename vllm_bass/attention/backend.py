@@ -20,7 +20,7 @@ module imports on machines without Triton.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -53,7 +53,10 @@ def _kernels():
 
 @dataclass
 class BassAttentionMetadata:
-    """Per-step metadata; ``plan`` is the PAD/SPLIT choice for this step."""
+    """Per-step metadata. ``plan``/``workspace``: the PAD/SPLIT choice of the
+    builder's head configuration; a layer gets its own through ``plan_for``
+    (the tiles pack the query heads of one KV head, so a plan is only valid
+    for the head configuration it was chosen for)."""
 
     num_actual_tokens: int
     max_query_len: int
@@ -62,9 +65,32 @@ class BassAttentionMetadata:
     seq_lens: torch.Tensor  # [num_reqs] int32
     block_table: torch.Tensor  # [num_reqs, max_blocks] int32
     slot_mapping: torch.Tensor
-    plan: Any  # vllm_bass.kernels.paged_attention.AttnPlan
-    workspace: torch.Tensor | None  # SPLIT partials, shared by all layers of the step
-    checked: bool = False  # inputs asserted once per step (first layer), not per layer
+    sms: int  # multiprocessors, for the PAD/SPLIT choice
+    device: torch.device  # of the SPLIT workspaces
+    plan: Any = None  # vllm_bass.kernels.paged_attention.AttnPlan
+    workspace: torch.Tensor | None = None  # SPLIT partials, shared by the layers of the step
+    # (num_heads, num_kv_heads, head_size, elem_size) -> (plan, workspace)
+    plans: dict = field(default_factory=dict)
+    # head configurations whose inputs were asserted this step (first layer
+    # of each), the other layers skip the asserts
+    checked: set = field(default_factory=set)
+
+    def plan_for(
+        self, num_heads: int, num_kv_heads: int, head_size: int, dtype: torch.dtype
+    ) -> tuple[Any, torch.Tensor | None]:
+        """(plan, workspace) for layers of this head configuration and dtype,
+        chosen on first use and reused by the step's other such layers."""
+        key = (num_heads, num_kv_heads, head_size, dtype.itemsize)
+        if key not in self.plans:
+            paged_attention, _ = _kernels()
+            plan = paged_attention.choose_plan(
+                self.seq_lens.shape[0], num_heads, num_kv_heads, head_size,
+                self.max_query_len, self.max_seq_len, self.sms, elem_size=dtype.itemsize,
+            )
+            numel = plan.workspace_numel(self.num_actual_tokens, num_heads)
+            workspace = torch.empty(numel, dtype=torch.float32, device=self.device) if numel else None
+            self.plans[key] = (plan, workspace)
+        return self.plans[key]
 
 
 class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadata]):
@@ -88,10 +114,13 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
         self.num_heads_q = get_num_attention_heads_from_layers(
             vllm_config, layer_names
         ) or model_config.get_num_attention_heads(parallel_config)
-        self.num_heads_kv = model_config.get_num_kv_heads(parallel_config)
+        # the layers' own spec, not model_config: under speculative decoding
+        # the drafter's builders get the target's config (model_config is the
+        # target's), and the draft model has other head counts
+        self.num_heads_kv = kv_cache_spec.num_kv_heads
         self.head_size = kv_cache_spec.head_size
         self.block_size = kv_cache_spec.block_size
-        self.elem_size = kv_cache_spec.dtype.itemsize
+        self.dtype = kv_cache_spec.dtype
         self._sms: int | None = None
 
     def build(
@@ -106,13 +135,7 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
         if self._sms is None:
             dev = torch.device(self.device)
             self._sms = paged_attention.num_sms(dev if dev.type == "cuda" else None)
-        plan = paged_attention.choose_plan(
-            num_reqs, self.num_heads_q, self.num_heads_kv, self.head_size,
-            cm.max_query_len, cm.max_seq_len, self._sms, elem_size=self.elem_size,
-        )
-        numel = plan.workspace_numel(cm.num_actual_tokens, self.num_heads_q)
-        workspace = torch.empty(numel, dtype=torch.float32, device=self.device) if numel else None
-        return BassAttentionMetadata(
+        md = BassAttentionMetadata(
             num_actual_tokens=cm.num_actual_tokens,
             max_query_len=cm.max_query_len,
             max_seq_len=cm.max_seq_len,
@@ -120,9 +143,11 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
             seq_lens=cm.seq_lens[:num_reqs],
             block_table=cm.block_table_tensor[:num_reqs],
             slot_mapping=cm.slot_mapping,
-            plan=plan,
-            workspace=workspace,
+            sms=self._sms,
+            device=torch.device(self.device),
         )
+        md.plan, md.workspace = md.plan_for(self.num_heads_q, self.num_heads_kv, self.head_size, self.dtype)
+        return md
 
 
 class BassAttentionBackend(AttentionBackend):
@@ -262,6 +287,9 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
             return output.fill_(0)
         paged_attention, _ = _kernels()
         n = attn_metadata.num_actual_tokens
+        # this layer's own plan: tiles depend on its head configuration
+        plan_key = (self.num_heads, self.num_kv_heads, self.head_size, query.dtype)
+        plan, workspace = attn_metadata.plan_for(*plan_key)
         key_cache, value_cache = self._split_cache(kv_cache)
         out = output.view(output.shape[0], self.num_heads, self.head_size)
         paged_attention.paged_attention(
@@ -275,11 +303,11 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
             self.scale,
             attn_metadata.max_query_len,
             attn_metadata.max_seq_len,
-            plan=attn_metadata.plan,
-            workspace=attn_metadata.workspace,
-            check=not attn_metadata.checked,
+            plan=plan,
+            workspace=workspace,
+            check=plan_key not in attn_metadata.checked,
         )
-        attn_metadata.checked = True
+        attn_metadata.checked.add(plan_key)
         return output
 
     def do_kv_cache_update(

@@ -41,6 +41,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self.cost = cost or StepCostModel()
         self.prior_alpha = prior_alpha
         self.prior_weight = prior_weight
+        # auto_off=False keeps every sequence drafting at least one token
+        self.min_length = 0 if bass_config.auto_off else 1
         # per request: EMA of accepted tokens and of rejections (the geometric stop events)
         self.successes: dict[str, float] = {}
         self.failures: dict[str, float] = {}
@@ -95,7 +97,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
     probe_interval = 16  # steps with speculation off before one probing step of length 1
 
     def plan(self, req_ids: list[str]) -> DraftPlan:
-        lengths = self.best_lengths([self.alpha(r) for r in req_ids])
+        lengths = [max(self.min_length, n) for n in
+                   self.best_lengths([self.alpha(r) for r in req_ids])]
         if req_ids and not any(lengths):
             self.steps_off = getattr(self, "steps_off", 0) + 1
             if self.steps_off >= self.probe_interval:  # re-measure acceptance now and then
