@@ -63,6 +63,11 @@ class BassModelRunnerMixin:
             self.bass_policy.observe([
                 Verified(rid, d, a) for rid, d, a in zip(req_ids, num_draft, accepted) if d > 0])
         self._bass_forget_finished(req_ids)
+        cost = getattr(scheduler_output, "bass_step_cost", None)
+        if cost is not None and hasattr(self.bass_policy, "cost"):
+            from vllm_bass.proposer.per_request import StepCostModel
+
+            self.bass_policy.cost = StepCostModel(*cost)  # measured by the scheduler
         plan = self.bass_policy.plan(req_ids)
         k_max = self.bass_config.num_speculative_tokens
         batch_length = max(0, min(plan.batch_length, k_max))

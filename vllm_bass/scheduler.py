@@ -7,13 +7,22 @@
   (base class) and re-draft after resuming.
 * vLLM pads *new* decode requests to 1 + K tokens to keep full CUDA graphs; with adaptive
   lengths up to 32 that padding would waste a whole draft's verification, so it is off.
+* Step costs: every pure-decode step is timed here (one process, so all tensor-parallel
+  ranks see the same numbers) and fitted by `StepCostEstimator`; the relative cost model for
+  the step's batch size rides to the workers on the scheduler output (`bass_step_cost`),
+  where the per_request policy uses it to choose draft lengths and to turn drafting off.
 BASS statistics are derived in the front end (`vllm_bass.metrics`) from the stats this
-scheduler already ships, so nothing is counted twice here.
+scheduler already ships.
 """
 
 from __future__ import annotations
 
+import time
+from dataclasses import astuple
+
 from vllm.v1.core.sched.scheduler import Scheduler
+
+from vllm_bass.proposer.cost_model import StepCostEstimator
 
 
 class BassScheduler(Scheduler):
@@ -25,3 +34,36 @@ class BassScheduler(Scheduler):
         if self.num_spec_tokens > 0:
             self.dynamic_sd_lookup = [self.num_spec_tokens] * (
                 self.scheduler_config.max_num_seqs + 1)
+        self.bass_costs = StepCostEstimator()
+        # (start time, batch, verified draft tokens, end time or None) of the step in flight
+        self._bass_step: list | None = None
+
+    def schedule(self, *args, **kwargs):
+        self._bass_finish_step(draft_steps=0)  # no drafts came back for the last step
+        start = time.perf_counter()
+        out = super().schedule(*args, **kwargs)
+        spec = out.scheduled_spec_decode_tokens
+        batch = len(out.num_scheduled_tokens)
+        decode_only = batch > 0 and not out.scheduled_new_reqs and all(
+            n == 1 + len(spec.get(rid, ())) for rid, n in out.num_scheduled_tokens.items())
+        out.bass_step_cost = astuple(self.bass_costs.model_for(batch))
+        self._bass_step = ([start, batch, sum(len(s) for s in spec.values()), None]
+                           if decode_only else None)
+        return out
+
+    def update_from_output(self, scheduler_output, model_runner_output):
+        result = super().update_from_output(scheduler_output, model_runner_output)
+        if self._bass_step is not None:
+            self._bass_step[3] = time.perf_counter()
+        return result
+
+    def update_draft_token_ids(self, draft_token_ids) -> None:
+        super().update_draft_token_ids(draft_token_ids)
+        self._bass_finish_step(
+            draft_steps=max((len(d) for d in draft_token_ids.draft_token_ids), default=0))
+
+    def _bass_finish_step(self, draft_steps: int) -> None:
+        step, self._bass_step = self._bass_step, None
+        if step is not None and step[3] is not None:
+            start, batch, verify_tokens, end = step
+            self.bass_costs.observe(batch, draft_steps, verify_tokens, end - start)
