@@ -35,9 +35,12 @@ from vllm_bass.attention.backend import (  # noqa: E402
 )
 from vllm_bass.kernels.paged_attention_common import paged_attention_ref  # noqa: E402
 
-pytestmark = pytest.mark.cpu
+# The device-independent interface tests run everywhere; the end-to-end test takes its
+# cpu / gpu marks from DEVICES.
 
 
+@pytest.mark.cpu
+@pytest.mark.gpu
 def test_register_is_idempotent_and_resolves():
     assert register_bass_attention_backend() is True
     assert register_bass_attention_backend() is True
@@ -46,6 +49,8 @@ def test_register_is_idempotent_and_resolves():
     assert AttentionBackendEnum[BassAttentionBackend.get_name()] is AttentionBackendEnum.CUSTOM
 
 
+@pytest.mark.cpu
+@pytest.mark.gpu
 def test_register_does_not_import_triton_or_the_backend():
     code = (
         "import sys, vllm_bass.attention as a; "
@@ -57,6 +62,8 @@ def test_register_does_not_import_triton_or_the_backend():
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
 
 
+@pytest.mark.cpu
+@pytest.mark.gpu
 def test_backend_class_interface():
     B = BassAttentionBackend
     assert issubclass(B, AttentionBackend)
@@ -92,6 +99,8 @@ def _validate(**over):
     return BassAttentionBackend.validate_configuration(**kw)
 
 
+@pytest.mark.cpu
+@pytest.mark.gpu
 def test_validate_configuration():
     assert _validate() == []
     assert _validate(dtype=torch.float16, head_size=64, block_size=32) == []
@@ -103,6 +112,8 @@ def test_validate_configuration():
     assert any("compute capability" in r for r in _validate(device_capability=DeviceCapability(7, 5)))
 
 
+@pytest.mark.cpu
+@pytest.mark.gpu
 @pytest.mark.parametrize(
     "kwargs,needle",
     [
