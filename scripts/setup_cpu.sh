@@ -22,9 +22,12 @@ fi
 # text models do not need them.
 "$PY" -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 
-if ! "$PY" -c "import vllm_bass, pytest, scipy, requests, triton" 2>/dev/null ||
-   ! "$PY" -m pip show -q vllm-bass >/dev/null 2>&1; then
-  echo "== installing vllm-bass (editable) with test extras"
+# (Re)install this checkout editable unless vllm_bass already resolves to it (a clean clone
+# next to an older install must test itself, and vLLM must load *its* plugin entry point).
+here=$(pwd -P)/vllm_bass
+installed=$("$PY" -c "import os, vllm_bass; print(os.path.realpath(os.path.dirname(vllm_bass.__file__)))" 2>/dev/null || true)
+if [ "$installed" != "$here" ] || ! "$PY" -c "import pytest, scipy, requests" 2>/dev/null; then
+  echo "== installing vllm-bass (editable, this checkout) with test extras"
   "$PY" -m pip install -q --no-build-isolation -e ".[test]"
 fi
 "$PY" -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)"
