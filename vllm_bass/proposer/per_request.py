@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from vllm_bass.proposer.policies import DraftLengthPolicy, DraftPlan, Verified
 
 
@@ -67,32 +69,36 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self.failures.pop(req_id, None)
 
     def best_lengths(self, alphas: list[float]) -> list[int]:
-        """argmax over ragged lengths of (sum_i 1 + E_i(l_i)) / T(l) (Dinkelbach on lambda)."""
+        """argmax over ragged lengths of (sum_i 1 + E_i(l_i)) / T(l) (Dinkelbach on lambda).
+
+        For a fixed cap on the longest draft and a rate lambda, sequence i takes every draft
+        position j <= cap whose expected gain alpha_i^j beats its verify cost lambda * c;
+        iterating lambda to the achieved rate gives the optimum for that cap, and the best
+        cap wins. Vectorised: this runs every engine step."""
         n = len(alphas)
         if n == 0:
             return []
-        best_lengths, best_rate = [0] * n, n / self.cost.step_time([0] * n)
+        cost = self.cost
+        alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 1.0)
+        gains = alpha[:, None] ** np.arange(1, self.k_max + 1)[None, :]  # P(j drafts accepted)
+        expected = np.concatenate([np.zeros((n, 1)), np.cumsum(gains, axis=1)], axis=1)
+        rows = np.arange(n)
+        best_lengths = np.zeros(n, dtype=np.int64)
+        best_rate = n / cost.step_time([0] * n)
         for cap in range(1, self.k_max + 1):
             rate = best_rate
-            lengths = [0] * n
             for _ in range(8):
-                threshold = rate * self.cost.per_verify_token
-                lengths = []
-                for a in alphas:
-                    l, p = 0, 1.0
-                    while l < cap and p * a > threshold:
-                        p *= a
-                        l += 1
-                    lengths.append(l)
-                gain = sum(1.0 + sum(a ** j for j in range(1, l + 1))
-                           for a, l in zip(alphas, lengths))
-                new_rate = gain / self.cost.step_time(lengths)
-                if abs(new_rate - rate) < 1e-9:
+                lengths = (gains[:, :cap] > rate * cost.per_verify_token).sum(axis=1)
+                total = n + expected[rows, lengths].sum()
+                longest = int(lengths.max())
+                new_rate = total / (cost.base + cost.per_draft_step * longest
+                                    + cost.per_verify_token * int(lengths.sum()))
+                if abs(new_rate - rate) < 1e-12:
                     break
                 rate = new_rate
             if rate > best_rate + 1e-12:
                 best_rate, best_lengths = rate, lengths
-        return best_lengths
+        return [int(x) for x in best_lengths]
 
     probe_interval = 16  # steps with speculation off before one probing step of length 1
 
