@@ -50,13 +50,18 @@ def draft_length_counts(draft_tokens_per_pos: list[int]) -> dict[int, int]:
     return counts
 
 
+def _new_interval() -> dict:
+    """Counters of one logging interval (the periodic stats line)."""
+    return {"drafts": 0, "accepted": 0, "seq_on": 0, "seq_off": 0,
+            "steps_on": 0, "steps_off": 0, "lengths": {}}
+
+
 class BassStatLogger(StatLoggerBase):
     def __init__(self, vllm_config, engine_index: int = 0):
         self.enabled = bass_config_from_vllm(vllm_config) is not None
         self.label_values = [vllm_config.model_config.served_model_name, str(engine_index)]
         self._metrics_ready = False
-        self._interval = {"drafts": 0, "accepted": 0, "seq_on": 0, "seq_off": 0,
-                          "steps_on": 0, "steps_off": 0, "lengths": {}}
+        self._interval = _new_interval()
 
     def _create_metrics(self) -> None:
         """Lazily, at the first record: by then vLLM's Prometheus logger has been built."""
@@ -127,5 +132,4 @@ class BassStatLogger(StatLoggerBase):
             dict(sorted(lengths.items())),
             100.0 * it["steps_off"] / max(1, it["steps_on"] + it["steps_off"]),
             100.0 * it["seq_off"] / max(1, it["seq_on"] + it["seq_off"]))
-        self._interval = {"drafts": 0, "accepted": 0, "seq_on": 0, "seq_off": 0,
-                          "steps_on": 0, "steps_off": 0, "lengths": {}}
+        self._interval = _new_interval()

@@ -13,15 +13,12 @@ back rejected KV slots by overwriting. The mixin changes what BASS changes:
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import torch
 
 from vllm_bass.config import BassConfig
 from vllm_bass.proposer.policies import DraftPlan, Verified, make_policy
-
-logger = logging.getLogger("vllm_bass")
 
 
 def count_accepted(sampled_token_ids: Any, num_draft_tokens: list[int]) -> list[int]:
