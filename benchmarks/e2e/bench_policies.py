@@ -25,12 +25,22 @@ from vllm_bass.utils.isolated_engine import (  # noqa: E402
 )
 from tests.prompts import PROMPTS  # noqa: E402
 
+# name: (speculative config or None, engine overrides)
+CUSTOM_ATTN = {"attention_config": {"backend": "CUSTOM"}}
 CONFIGS = {
-    "plain": None,
-    "fixed": {"draft_length_policy": "fixed", "num_speculative_tokens": 5},
-    "bass": {"draft_length_policy": "bass"},
-    "per_request": {"draft_length_policy": "per_request", "num_speculative_tokens": 16},
+    "plain": (None, {}),
+    "fixed": ({"method": "bass", "draft_length_policy": "fixed", "num_speculative_tokens": 5}, {}),
+    "bass": ({"method": "bass", "draft_length_policy": "bass"}, {}),
+    "per_request": ({"method": "bass", "draft_length_policy": "per_request",
+                     "num_speculative_tokens": 16}, {}),
+    # vLLM's own draft-model speculation with the same K as `fixed`
+    "vllm_draft_model": ({"method": "draft_model", "num_speculative_tokens": 5}, {}),
+    # our Triton attention (CUSTOM backend) for target and draft
+    "plain_triton_attn": (None, CUSTOM_ATTN),
+    "bass_triton_attn": ({"method": "bass", "draft_length_policy": "bass",
+                          "attention_backend": "CUSTOM"}, CUSTOM_ATTN),
 }
+DEFAULT_CONFIGS = "plain,fixed,bass,per_request,vllm_draft_model"
 
 
 def device_name() -> str:
@@ -50,7 +60,7 @@ def main() -> None:
     ap.add_argument("--batch-sizes", default="1,8,32")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--configs", default=DEFAULT_CONFIGS, help=f"from {','.join(CONFIGS)}")
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs / torch.compile")
     args = ap.parse_args()
     sizes = [int(b) for b in args.batch_sizes.split(",")]
@@ -61,11 +71,11 @@ def main() -> None:
         jobs += [{"prompts": prompts, "sampling": sampling}] * 2  # 2 repeats, best kept
     rows, raw = [], {}
     for name in args.configs.split(","):
-        spec = CONFIGS[name]
+        spec, engine = CONFIGS[name]
         kwargs = base_engine_kwargs(dtype=args.dtype, max_num_seqs=max(sizes),
-                                    enforce_eager=args.eager, max_model_len=1024)
+                                    enforce_eager=args.eager, max_model_len=1024, **engine)
         if spec is not None:
-            kwargs["speculative_config"] = {"method": "bass", "model": DRAFT, **spec}
+            kwargs["speculative_config"] = {"model": DRAFT, **spec}
         t0 = time.time()
         out = run_engine(kwargs, jobs, metrics=True, log_path=f"{args.out}_{name}.log")
         print(f"{name}: engine run {time.time() - t0:.0f}s", flush=True)
@@ -95,11 +105,13 @@ def main() -> None:
                 "greedy_equals_plain": None,
             })
     # losslessness check on the side: greedy outputs must match plain decoding
-    if "plain" in raw:
-        for r in rows:
+    # (against plain decoding on the same attention backend: bf16 kernels may round differently)
+    for r in rows:
+        ref = "plain_triton_attn" if CONFIGS[r["config"]][1] else "plain"
+        if ref in raw:
             i = sizes.index(r["batch"])
             r["greedy_equals_plain"] = (raw[r["config"]]["results"][1 + 2 * i]["token_ids"]
-                                        == raw["plain"]["results"][1 + 2 * i]["token_ids"])
+                                        == raw[ref]["results"][1 + 2 * i]["token_ids"])
     for r in rows:
         base = next((x for x in rows if x["config"] == "plain" and x["batch"] == r["batch"]), None)
         r["speedup_vs_plain"] = base["seconds"] / r["seconds"] if base else None
