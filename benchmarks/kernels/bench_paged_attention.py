@@ -41,6 +41,7 @@ import triton
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 from vllm_bass.kernels.paged_attention import choose_plan, num_sms, paged_attention  # noqa: E402
+from vllm_bass.kernels.paged_attention_split import split_geometry  # noqa: E402
 
 HEADS, KV_HEADS, HEAD_SIZE, PAGE, DTYPE = 32, 32, 128, 16, torch.bfloat16
 BATCHES = [1, 4, 8, 16, 32, 64]
@@ -97,7 +98,6 @@ def copy_bandwidth():
     x = torch.randn(n, dtype=DTYPE, device=DEV)
     y = torch.empty_like(x)
     t = triton.testing.do_bench(lambda: y.copy_(x), warmup=20, rep=200, return_mode="median") * 1e-3
-    del x, y
     return 2 * n * 2 / t / 1e9  # GB/s, read + write
 
 
@@ -201,12 +201,15 @@ def qlens_for(qm, B, rng):
     return [rng.randint(2, 9) for _ in range(B)] if qm == "mixed" else [int(qm)] * B
 
 
-TUNE_CONTEXTS, TUNE_BATCHES = [256, 1024, 8192], [1, 4, 8, 16, 32]
-TILE_VARIANTS = [(64, 4, 3), (64, 4, 4), (128, 4, 2), (128, 8, 3), (32, 4, 4), (64, 8, 3)]
+TUNE_CONTEXTS, TUNE_BATCHES = [1024, 4096, 8192], [1, 4, 8, 16, 64]
+PAD_VARIANTS = [(64, 4, 3), (64, 4, 4), (128, 8, 3), (64, 8, 3)]
+SPLIT_VARIANTS = [(128, 8, 3), (64, 4, 3)]
+SPLIT_COUNTS = (2, 3, 4, 6, 8, 16)
 
 
 def tune(args, sms, fa3, fa3_sched):
-    """Graph-timed sweep: PAD with each tile variant, SPLIT counts x variants."""
+    """Graph-timed sweep: PAD with each tile variant, SPLIT counts x variants,
+    each in both program orders (sequence-major, head-major)."""
     contexts, batches = TUNE_CONTEXTS, TUNE_BATCHES
     cache = make_cache(batches, contexts)
     rng = random.Random(0)
@@ -218,24 +221,26 @@ def tune(args, sms, fa3, fa3_sched):
             t = {"auto": bench_graph(c.bass_fns(base))}
             if fa3 is not None:
                 t["fa3"] = bench_graph(c.fa3_fns(fa3, fa3_sched))
-            for bn, nw, ns in TILE_VARIANTS:
-                tiles = dataclasses.replace(base.tiles, block_n=bn, num_warps=nw, num_stages=ns)
-                t[f"pad_{bn}_{nw}_{ns}"] = bench_graph(c.bass_fns(type(base)("pad", 1, tiles)))
-                for sp in (2, 4, 8, 16, 32):
-                    if sp * 128 <= c.max_s and B * KV_HEADS * sp <= 32 * sms:
-                        p = choose_plan(B, HEADS, KV_HEADS, HEAD_SIZE, c.max_q, c.max_s, sms, "split")
-                        p = type(p)("split", sp, tiles)
-                        t[f"split{sp}_{bn}_{nw}_{ns}"] = bench_graph(c.bass_fns(p))
-            cpu = {"bass_auto": cpu_us_per_call(c.bass_fns(base)[0])}
-            if fa3 is not None:
-                cpu["fa3"] = cpu_us_per_call(c.fa3_fns(fa3, fa3_sched)[0])
+            for order in (False, True):
+                tag = "h" if order else "s"
+                for bn, nw, ns in PAD_VARIANTS:
+                    tiles = dataclasses.replace(base.tiles, block_n=bn, num_warps=nw, num_stages=ns,
+                                                head_fastest=order)
+                    t[f"pad_{bn}_{nw}_{ns}_{tag}"] = bench_graph(c.bass_fns(type(base)("pad", 1, tiles)))
+                for bn, nw, ns in SPLIT_VARIANTS:
+                    tiles = dataclasses.replace(base.tiles, block_n=bn, num_warps=nw, num_stages=ns,
+                                                head_fastest=order)
+                    for sp in SPLIT_COUNTS:
+                        if sp * 256 <= c.max_s and B * KV_HEADS * sp <= 16 * sms:
+                            p = type(base)("split", split_geometry(c.max_s, sp, bn)[1], tiles)
+                            t[f"split{sp}_{bn}_{nw}_{ns}_{tag}"] = bench_graph(c.bass_fns(p))
             best = min((v, k) for k, v in t.items() if k not in ("fa3",))
             row = dict(context=ctx, batch=B, K=len(c.qs), auto_plan=[base.strategy, base.num_splits],
-                       graph_us=t, cpu_us_per_call=cpu, best=best[1])
+                       graph_us=t, best=best[1])
             rows.append(row)
-            print(f"ctx {ctx:5d} B {B:3d} K {len(c.qs):2d} auto {base.strategy}x{base.num_splits} "
-                  f"{t['auto']:7.1f} fa3 {t.get('fa3', 0):7.1f} best {best[1]} {best[0]:7.1f} "
-                  f"pad64 {t['pad_64_4_3']:7.1f} cpu {cpu}", flush=True)
+            top = " ".join(f"{k}={v:.1f}" for v, k in sorted((v, k) for k, v in t.items())[:6])
+            print(f"ctx {ctx:5d} B {B:3d} auto {base.strategy}x{base.num_splits} {t['auto']:7.1f} "
+                  f"fa3 {t.get('fa3', 0):7.1f} | {top}", flush=True)
             del c
     with open(os.path.join(args.out, "paged_attention_tune.json"), "w") as f:
         json.dump(dict(device=torch.cuda.get_device_name() if DEV == "cuda" else DEV, sms=sms, rows=rows), f, indent=1)
@@ -247,6 +252,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a few configs only")
     ap.add_argument("--tune", action="store_true", help="tile / split sweep on a subset (graph timing)")
     ap.add_argument("--no-eager", action="store_true", help="graph timing only")
+    ap.add_argument("--order", choices=["auto", "seq", "head"], default="auto",
+                    help="force the program order of our kernels (default: the chooser's)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
@@ -277,8 +284,12 @@ def main():
             for B in batches:
                 c = Case(cache, B, qlens_for(qm, B, rng), ctx, rng.randint(0, 1 << 30))
                 plan = choose_plan(B, HEADS, KV_HEADS, HEAD_SIZE, c.max_q, c.max_s, sms)
+                if args.order != "auto":
+                    plan = dataclasses.replace(plan, tiles=dataclasses.replace(
+                        plan.tiles, head_fastest=args.order == "head"))
                 row = dict(batch=B, q_mode=qm, context=ctx, tokens=c.T, max_query_len=c.max_q, bytes=c.bytes,
-                           input_sets=len(c.qs), plan=dict(strategy=plan.strategy, num_splits=plan.num_splits))
+                           input_sets=len(c.qs), plan=dict(strategy=plan.strategy, num_splits=plan.num_splits,
+                                                        head_fastest=plan.tiles.head_fastest))
                 g, e = {}, {}
                 fns = {"bass": c.bass_fns(plan)}
                 if fa3 is not None:

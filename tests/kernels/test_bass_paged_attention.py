@@ -6,6 +6,8 @@ shapes, runs in CI) and ``gpu`` (compiled, the full grid).
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -62,10 +64,11 @@ def _small_tiles(num_heads, num_kv_heads, head_size, max_query_len, block_n=16):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("strategy", STRATEGIES + ["auto"])
-def test_mixed_query_lengths(device, dtype, strategy):
+@pytest.mark.parametrize("strategy,head_fastest",
+                         [(s, o) for s in STRATEGIES for o in (False, True)] + [("auto", None)])
+def test_mixed_query_lengths(device, dtype, strategy, head_fastest):
     """Decode rows, verification rows with 1..32 drafts and a prefill chunk in
-    one batch; GQA; shuffled block tables; poisoned output."""
+    one batch; GQA; shuffled block tables; poisoned output; both program orders."""
     if device == "cpu":
         qlens = [1, 2, 5, 9, 17, 33, 1, 40]  # 40 = a prefill chunk
         ctx = [0, 3, 31, 50, 16, 7, 64, 21]
@@ -76,7 +79,9 @@ def test_mixed_query_lengths(device, dtype, strategy):
         ctx[-1] = 0  # a first prefill chunk
         heads, kv_heads, head_size, page = 32, 8, 128, 16
     b = make_batch(qlens, ctx, heads, kv_heads, head_size, page, dtype, device)
-    tiles = _small_tiles(heads, kv_heads, head_size, b.max_query_len) if device == "cpu" else None
+    tiles = (_small_tiles if device == "cpu" else pick_tiles)(heads, kv_heads, head_size, b.max_query_len)
+    if head_fastest is not None:
+        tiles = dataclasses.replace(tiles, head_fastest=head_fastest)
     out = _run(b, strategy, num_splits=3, tiles=None if strategy == "auto" else tiles)
     assert_close(out, _ref(b), dtype, f"{strategy} {dtype}")
 

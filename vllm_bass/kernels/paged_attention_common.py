@@ -110,6 +110,49 @@ def attend_kv_range(
     return acc, m_i, l_i
 
 
+@triton.jit
+def query_tile_ids(num_q_tiles, HEAD_FASTEST: tl.constexpr):
+    """(sequence, query tile, KV head) of this program (see AttnTiles.head_fastest)."""
+    seq_tile = tl.program_id(1) if HEAD_FASTEST else tl.program_id(0)
+    kv_head = tl.program_id(0) if HEAD_FASTEST else tl.program_id(1)
+    return seq_tile // num_q_tiles, seq_tile % num_q_tiles, kv_head
+
+
+@triton.jit
+def load_query_tile(
+    q_ptr,
+    stride_qt,
+    stride_qh,
+    q_start,
+    q_len,
+    ctx_len,
+    tile_q0,
+    kv_head,
+    group,
+    q_per_tile,
+    HEAD_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    """The tile's query rows: new tokens tile_q0.. x the query heads of kv_head.
+
+    Returns (q, q_pos = each row's causal limit or -1, token index (int64), query head,
+    row_ok)."""
+    rows = tl.arange(0, BLOCK_M)
+    qi = tile_q0 + rows // group
+    head = kv_head * group + rows % group
+    row_ok = (rows < q_per_tile * group) & (qi < q_len)
+    offs_d = tl.arange(0, BLOCK_D)
+    tok = (q_start + qi).to(tl.int64)
+    q = tl.load(
+        q_ptr + (tok * stride_qt + head * stride_qh)[:, None] + offs_d[None, :],
+        mask=row_ok[:, None] & (offs_d < HEAD_SIZE)[None, :],
+        other=0.0,
+    )
+    q_pos = tl.where(row_ok, ctx_len + qi, -1)
+    return q, q_pos, tok, head, row_ok
+
+
 @dataclass(frozen=True)
 class AttnTiles:
     """Tile shapes of one launch (host side, chosen once per step)."""
@@ -120,6 +163,10 @@ class AttnTiles:
     block_d: int  # head size padded to a power of two
     num_warps: int
     num_stages: int
+    # program order: KV heads vary fastest, so programs running together read the
+    # neighbouring heads of the same cache pages (DRAM locality) instead of one head
+    # of many sequences' scattered pages
+    head_fastest: bool = False
 
 
 def _next_pow2(x: int) -> int:
@@ -176,6 +223,25 @@ def dot_upcast(dtype: torch.dtype) -> bool:
     tl.dot multiplies those integers; upcast the (already bf16-rounded)
     operands to fp32 there. Compiled kernels always dot in the input dtype."""
     return dtype == torch.bfloat16 and os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale, tiles, num_q_tiles):
+    """The leading positional arguments shared by the PAD and SPLIT kernels, and the
+    launch's meta-parameters (constexprs, warps, stages)."""
+    args = (
+        q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table,
+        q.stride(0), q.stride(1), block_table.stride(0),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        scale * LOG2E, num_q_tiles, q.shape[1] // k_cache.shape[2], tiles.q_per_tile,
+    )
+    meta = dict(
+        PAGE_SIZE=k_cache.shape[1], HEAD_SIZE=q.shape[2],
+        BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n, BLOCK_D=tiles.block_d,
+        DOT_PRECISION=dot_precision(q.dtype), DOT_UPCAST=dot_upcast(q.dtype),
+        HEAD_FASTEST=tiles.head_fastest, num_warps=tiles.num_warps, num_stages=tiles.num_stages,
+    )
+    return args, meta
 
 
 def check_inputs(q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table) -> None:

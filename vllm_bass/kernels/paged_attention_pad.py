@@ -15,14 +15,14 @@ import triton
 import triton.language as tl
 
 from vllm_bass.kernels.paged_attention_common import (
-    LOG2E,
     AttnTiles,
     attend_kv_range,
     check_inputs,
-    dot_precision,
-    dot_upcast,
+    launch_args,
+    load_query_tile,
     paged_attention_ref,
     pick_tiles,
+    query_tile_ids,
 )
 
 reference = paged_attention_ref
@@ -31,7 +31,6 @@ reference = paged_attention_ref
 @triton.jit
 def _paged_attention_pad_kernel(
     q_ptr,
-    out_ptr,
     k_cache_ptr,
     v_cache_ptr,
     cu_seqlens_q_ptr,
@@ -39,8 +38,6 @@ def _paged_attention_pad_kernel(
     block_table_ptr,
     stride_qt: tl.int64,
     stride_qh,
-    stride_ot: tl.int64,
-    stride_oh,
     stride_bt: tl.int64,
     stride_kb: tl.int64,
     stride_kt,
@@ -52,6 +49,9 @@ def _paged_attention_pad_kernel(
     num_q_tiles,
     group,  # query heads per KV head
     q_per_tile,  # new tokens per tile (BLOCK_M // group)
+    out_ptr,
+    stride_ot: tl.int64,
+    stride_oh,
     PAGE_SIZE: tl.constexpr,
     HEAD_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -59,11 +59,9 @@ def _paged_attention_pad_kernel(
     BLOCK_D: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     DOT_UPCAST: tl.constexpr,
+    HEAD_FASTEST: tl.constexpr,
 ):
-    seq = tl.program_id(0) // num_q_tiles
-    q_tile = tl.program_id(0) % num_q_tiles
-    kv_head = tl.program_id(1)
-
+    seq, q_tile, kv_head = query_tile_ids(num_q_tiles, HEAD_FASTEST)
     q_start = tl.load(cu_seqlens_q_ptr + seq)
     q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
     tile_q0 = q_tile * q_per_tile
@@ -71,20 +69,10 @@ def _paged_attention_pad_kernel(
         return  # padding tile of a shorter sequence
     seq_len = tl.load(seq_lens_ptr + seq)
     ctx_len = seq_len - q_len
-
-    rows = tl.arange(0, BLOCK_M)
-    qi = tile_q0 + rows // group
-    head = kv_head * group + rows % group
-    row_ok = (rows < q_per_tile * group) & (qi < q_len)
-    offs_d = tl.arange(0, BLOCK_D)
-    d_mask = offs_d < HEAD_SIZE
-    tok = (q_start + qi).to(tl.int64)
-    q = tl.load(
-        q_ptr + (tok * stride_qt + head * stride_qh)[:, None] + offs_d[None, :],
-        mask=row_ok[:, None] & d_mask[None, :],
-        other=0.0,
+    q, q_pos, tok, head, row_ok = load_query_tile(
+        q_ptr, stride_qt, stride_qh, q_start, q_len, ctx_len, tile_q0, kv_head, group,
+        q_per_tile, HEAD_SIZE, BLOCK_M, BLOCK_D,
     )
-    q_pos = tl.where(row_ok, ctx_len + qi, -1)
     kv_hi = tl.minimum(seq_len, ctx_len + tl.minimum(q_len, tile_q0 + q_per_tile))
 
     acc, m_i, l_i = attend_kv_range(
@@ -96,10 +84,11 @@ def _paged_attention_pad_kernel(
     )
     l_safe = tl.where(l_i > 0, l_i, 1.0)
     o = acc / l_safe[:, None]
+    offs_d = tl.arange(0, BLOCK_D)
     tl.store(
         out_ptr + (tok * stride_ot + head * stride_oh)[:, None] + offs_d[None, :],
         o.to(out_ptr.dtype.element_ty),
-        mask=row_ok[:, None] & d_mask[None, :],
+        mask=row_ok[:, None] & (offs_d < HEAD_SIZE)[None, :],
     )
 
 
@@ -122,7 +111,7 @@ def paged_attention_pad(
     if check:
         check_inputs(q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table)
     num_tokens, num_heads, head_size = q.shape
-    page_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    num_kv_heads = k_cache.shape[2]
     batch = seq_lens.shape[0]
     if batch == 0 or num_tokens == 0 or max_query_len == 0:
         return out
@@ -133,15 +122,9 @@ def paged_attention_pad(
         assert tiles.block_m >= group and tiles.q_per_tile == tiles.block_m // group
     num_q_tiles = triton.cdiv(max_query_len, tiles.q_per_tile)
     grid = (batch * num_q_tiles, num_kv_heads)
-    _paged_attention_pad_kernel[grid](
-        q, out, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table,
-        q.stride(0), q.stride(1), out.stride(0), out.stride(1), block_table.stride(0),
-        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-        scale * LOG2E, num_q_tiles, group, tiles.q_per_tile,
-        PAGE_SIZE=page_size, HEAD_SIZE=head_size,
-        BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n, BLOCK_D=tiles.block_d,
-        DOT_PRECISION=dot_precision(q.dtype), DOT_UPCAST=dot_upcast(q.dtype),
-        num_warps=tiles.num_warps, num_stages=tiles.num_stages,
-    )
+    if tiles.head_fastest:
+        grid = grid[::-1]
+    args, meta = launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale,
+                             tiles, num_q_tiles)
+    _paged_attention_pad_kernel[grid](*args, out, out.stride(0), out.stride(1), **meta)
     return out

@@ -16,14 +16,14 @@ import triton
 import triton.language as tl
 
 from vllm_bass.kernels.paged_attention_common import (
-    LOG2E,
     AttnTiles,
     attend_kv_range,
     check_inputs,
-    dot_precision,
-    dot_upcast,
+    launch_args,
+    load_query_tile,
     paged_attention_ref,
     pick_tiles,
+    query_tile_ids,
 )
 
 reference = paged_attention_ref
@@ -34,8 +34,6 @@ MAX_SPLITS = 64
 @triton.jit
 def _paged_attention_split_kernel(
     q_ptr,
-    ws_ptr,  # fp32 workspace: partial out [num_tokens, num_heads, num_splits, BLOCK_D],
-    # then at ml_base the pair (max in log2 units, sum), each [num_tokens, num_heads, num_splits]
     k_cache_ptr,
     v_cache_ptr,
     cu_seqlens_q_ptr,
@@ -52,8 +50,10 @@ def _paged_attention_split_kernel(
     stride_vh,
     qk_scale,
     num_q_tiles,
-    group,
-    q_per_tile,
+    group,  # query heads per KV head
+    q_per_tile,  # new tokens per tile (BLOCK_M // group)
+    ws_ptr,  # fp32 workspace: partial out [num_tokens, num_heads, num_splits, BLOCK_D],
+    # then at ml_base the pair (max in log2 units, sum), each [num_tokens, num_heads, num_splits]
     num_heads,
     num_splits,
     split_len,  # keys per split, a multiple of BLOCK_N
@@ -66,10 +66,9 @@ def _paged_attention_split_kernel(
     BLOCK_D: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     DOT_UPCAST: tl.constexpr,
+    HEAD_FASTEST: tl.constexpr,
 ):
-    seq = tl.program_id(0) // num_q_tiles
-    q_tile = tl.program_id(0) % num_q_tiles
-    kv_head = tl.program_id(1)
+    seq, q_tile, kv_head = query_tile_ids(num_q_tiles, HEAD_FASTEST)
     split = tl.program_id(2)
     part_o_ptr = ws_ptr
     part_ml_ptr = ws_ptr + ml_base
@@ -81,12 +80,10 @@ def _paged_attention_split_kernel(
         return
     seq_len = tl.load(seq_lens_ptr + seq)
     ctx_len = seq_len - q_len
-
-    rows = tl.arange(0, BLOCK_M)
-    qi = tile_q0 + rows // group
-    head = kv_head * group + rows % group
-    row_ok = (rows < q_per_tile * group) & (qi < q_len)
-    tok = (q_start + qi).to(tl.int64)
+    q, q_pos, tok, head, row_ok = load_query_tile(
+        q_ptr, stride_qt, stride_qh, q_start, q_len, ctx_len, tile_q0, kv_head, group,
+        q_per_tile, HEAD_SIZE, BLOCK_M, BLOCK_D,
+    )
     # partial-result row of (token, head, split)
     part_row = (tok * num_heads + head) * num_splits + split
 
@@ -98,15 +95,6 @@ def _paged_attention_split_kernel(
         tl.store(part_ml_ptr + ml_plane + part_row, tl.zeros([BLOCK_M], tl.float32), mask=row_ok)
         return
     kv_hi = tl.minimum(kv_end, kv_lo + split_len)
-
-    offs_d = tl.arange(0, BLOCK_D)
-    d_mask = offs_d < HEAD_SIZE
-    q = tl.load(
-        q_ptr + (tok * stride_qt + head * stride_qh)[:, None] + offs_d[None, :],
-        mask=row_ok[:, None] & d_mask[None, :],
-        other=0.0,
-    )
-    q_pos = tl.where(row_ok, ctx_len + qi, -1)
     acc, m_i, l_i = attend_kv_range(
         q, q_pos, k_cache_ptr, v_cache_ptr,
         block_table_ptr + seq.to(tl.int64) * stride_bt, kv_head,
@@ -114,6 +102,7 @@ def _paged_attention_split_kernel(
         kv_lo, kv_hi, qk_scale,
         PAGE_SIZE, HEAD_SIZE, BLOCK_M, BLOCK_N, BLOCK_D, DOT_PRECISION, DOT_UPCAST,
     )
+    offs_d = tl.arange(0, BLOCK_D)
     tl.store(
         part_o_ptr + part_row[:, None] * BLOCK_D + offs_d[None, :],
         acc,
@@ -206,7 +195,7 @@ def paged_attention_split(
         check_inputs(q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table)
         assert 1 <= num_splits <= MAX_SPLITS, num_splits
     num_tokens, num_heads, head_size = q.shape
-    page_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    num_kv_heads = k_cache.shape[2]
     batch = seq_lens.shape[0]
     if batch == 0 or num_tokens == 0 or max_query_len == 0 or max_seq_len == 0:
         return out
@@ -225,18 +214,12 @@ def paged_attention_split(
         assert workspace.device == q.device and workspace.is_contiguous()
 
     grid = (batch * num_q_tiles, num_kv_heads, num_splits)
+    if tiles.head_fastest:
+        grid = (num_kv_heads, batch * num_q_tiles, num_splits)
+    args, meta = launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale,
+                             tiles, num_q_tiles)
     _paged_attention_split_kernel[grid](
-        q, workspace, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table,
-        q.stride(0), q.stride(1), block_table.stride(0),
-        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-        scale * LOG2E, num_q_tiles, group, tiles.q_per_tile,
-        num_heads, num_splits, split_len, ml_base, ml_plane,
-        PAGE_SIZE=page_size, HEAD_SIZE=head_size,
-        BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n, BLOCK_D=tiles.block_d,
-        DOT_PRECISION=dot_precision(q.dtype), DOT_UPCAST=dot_upcast(q.dtype),
-        num_warps=tiles.num_warps, num_stages=tiles.num_stages,
-    )
+        *args, workspace, num_heads, num_splits, split_len, ml_base, ml_plane, **meta)
     _split_reduce_kernel[(num_tokens, num_heads)](
         workspace, out, cu_seqlens_q,
         out.stride(0), out.stride(1), batch, num_heads, num_splits, ml_base, ml_plane,
