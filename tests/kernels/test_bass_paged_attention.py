@@ -189,7 +189,10 @@ def test_choose_plan():
     assert small_batch.strategy == "split" and small_batch.num_splits >= 8
     assert small_batch.workspace_numel(5, 32) == 5 * 32 * small_batch.num_splits * (128 + 2)
     assert choose_plan(64, 32, 32, 128, 5, 4096, sms, strategy="split").strategy == "split"
-    assert choose_plan(1, 32, 32, 128, 5, 8192, sms, strategy="pad") == AttnPlan("pad", 1, small_batch.tiles)
+    assert small_batch.tiles == pick_tiles(32, 32, 128, 5)  # narrow tiles: 2 programs per SM
+    assert choose_plan(1, 32, 32, 128, 5, 8192, sms, strategy="pad") == AttnPlan(
+        "pad", 1, pick_tiles(32, 32, 128, 5, wide=True))
+    assert big.tiles.head_fastest and small_batch.tiles.head_fastest
     # verification rows of all heads sharing a KV head fill the M dim of the dot
     t = pick_tiles(32, 8, 128, 5)
     assert t.block_m == 32 and t.q_per_tile == 8  # 4 heads x 5 tokens = 20 rows

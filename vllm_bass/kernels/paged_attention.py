@@ -8,9 +8,10 @@ batch x KV heads x query tiles programs, each reading a whole context:
 * fewer, but >= ``WIDE_PAD_PROGRAMS_PER_SM``, or short contexts: PAD with
   128-key steps and 8 warps (more bytes in flight per program);
 * fewer still: SPLIT the KV length into about ``SPLIT_PROGRAMS_PER_SM`` x SMs
-  programs (at least ``MIN_SPLIT_TOKENS`` keys each), wide tiles, then reduce.
+  programs (at least ``MIN_SPLIT_TOKENS`` keys each), narrow tiles, then reduce.
 
-Thresholds from an H200 sweep of Llama-2-7B verification shapes
+All launches order programs head-major (``AttnTiles.head_fastest``).
+Thresholds from H200 and H100 sweeps of Llama-2-7B verification shapes
 (benchmarks/kernels/bench_paged_attention.py --tune; graph-timed): splitting
 costs a few percent of GPU time (workspace round trip, reduction launch,
 smaller last wave), so it only pays when PAD would leave SMs idle.
@@ -98,7 +99,9 @@ def choose_plan(
     if strategy == "auto" and splits <= 1:
         return AttnPlan("pad", 1, wide)
     splits = max(2, splits)
-    return AttnPlan("split", split_geometry(max_seq_len, splits, wide.block_n)[1], wide)
+    # split programs use the narrow tiles: two fit on an SM (H100 sweep: batch 4,
+    # 3 splits, 64-key tiles 98.7 us against 109.6 us for the wide ones at ctx 4096)
+    return AttnPlan("split", split_geometry(max_seq_len, splits, tiles.block_n)[1], tiles)
 
 
 def paged_attention(

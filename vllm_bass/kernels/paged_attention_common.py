@@ -163,10 +163,10 @@ class AttnTiles:
     block_d: int  # head size padded to a power of two
     num_warps: int
     num_stages: int
-    # program order: KV heads vary fastest, so programs running together read the
-    # neighbouring heads of the same cache pages (DRAM locality) instead of one head
-    # of many sequences' scattered pages
-    head_fastest: bool = False
+    # program order: KV heads vary fastest (as in FA3), so programs running together
+    # read neighbouring heads of the same cache pages instead of one head of many
+    # sequences' scattered pages (H100: median 0.999x FA3 against 0.994x seq-major)
+    head_fastest: bool = True
 
 
 def _next_pow2(x: int) -> int:
