@@ -5,7 +5,7 @@ pass; with large batches (verification no longer nearly free) or a poorly matchi
 makes every step slower. The pieces here are shared by every draft-length policy:
   * `AcceptanceEstimates`: each sequence's per-token acceptance probability alpha under a
     geometric model (P(first j drafts accepted) = alpha^j), as exponentially decayed counts
-    of accepted tokens and rejections, shrunk toward a prior;
+    of accepted tokens and rejections, starting from a prior;
   * `ProbeSchedule`: while speculation is off nothing is verified, so estimates cannot
     improve; every `interval`-th consecutive off-step is a probing step that drafts again;
   * `AutoOff`: wraps a batch-length policy (`bass`, `fixed`) and switches the whole batch off
@@ -22,8 +22,11 @@ PROBE_INTERVAL = 16  # consecutive off-steps before one probing step
 
 
 class AcceptanceEstimates:
-    """Per-request alpha = (s + w * prior) / (s + f + w), s and f decayed sums (window
-    ~1/ema steps) of accepted tokens and of rejections, so the prior fades with evidence."""
+    """Per-request alpha = s / (s + f), s and f exponentially decayed sums (window ~1/ema
+    steps) of accepted tokens and of rejections. The prior is their starting value (`weight`
+    pseudo-observations of rate `prior_alpha`) and decays like the data: a prior of fixed
+    weight would floor alpha at w * prior / (w + 1/ema) (0.17 by default), which makes a
+    draft that is never accepted look worth drafting one token for at small batches."""
 
     def __init__(self, ema: float, prior_alpha: float = 0.6, prior_weight: float = 2.0):
         self.ema = float(ema)
@@ -33,16 +36,16 @@ class AcceptanceEstimates:
         self.failures: dict[str, float] = {}
 
     def alpha(self, req_id: str) -> float:
-        s = self.successes.get(req_id, 0.0)
-        f = self.failures.get(req_id, 0.0)
-        w = self.prior_weight
-        return (s + w * self.prior_alpha) / (s + f + w)
+        s = self.successes.get(req_id)
+        if s is None:
+            return self.prior_alpha
+        return s / (s + self.failures[req_id])  # > 0: every observation adds >= 1
 
     def observe(self, verified: list[Verified]) -> None:
-        b = self.ema
+        b, w = self.ema, self.prior_weight
         for v in verified:
-            s = self.successes.get(v.req_id, 0.0)
-            f = self.failures.get(v.req_id, 0.0)
+            s = self.successes.get(v.req_id, w * self.prior_alpha)
+            f = self.failures.get(v.req_id, w * (1.0 - self.prior_alpha))
             self.successes[v.req_id] = (1 - b) * s + v.num_accepted
             self.failures[v.req_id] = (1 - b) * f + (1.0 if v.num_accepted < v.num_draft else 0.0)
 
