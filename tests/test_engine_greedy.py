@@ -1,6 +1,7 @@
 """Lossless greedy: BASS output is token-identical to the same vLLM engine without
 speculation, for batch sizes 1, 3 and 8 with different prompt lengths, for every draft-length
-policy, and under KV-cache pressure that preempts sequences carrying drafts.
+policy, under KV-cache pressure that preempts sequences carrying drafts, and with auto-off
+switching speculation off (a draft that is never accepted).
 Runs the real vLLM engine (CPU in CI; the same body on the GPU host)."""
 
 import pytest
@@ -50,3 +51,25 @@ def test_greedy_identical_under_preemption(baseline):
     _assert_same(baseline, got, "preemption")
     assert metric(got["metrics"], "vllm:num_preemptions") > 0, "the test did not preempt"
 
+
+def _steps(metrics: dict, speculation: str) -> float:
+    return sum(v for k, v in metrics.items()
+               if k.startswith("vllm:bass_steps{") and f'"speculation": "{speculation}"' in k)
+
+
+def test_greedy_identical_with_auto_off(baseline):
+    """Synthetic acceptance 0: drafting never pays, so the default `bass` policy's auto-off
+    stops it for the whole batch, probing now and then; the output is still the target's."""
+    got = run_engine(base_engine_kwargs(speculative_config=bass_spec(
+        num_speculative_tokens=8, rejection_sample_method="synthetic",
+        synthetic_acceptance_rates=[0.0])), JOBS, metrics=True)
+    _assert_same(baseline, got, "auto-off")
+    m = got["metrics"]
+    on, off = _steps(m, "on"), _steps(m, "off")
+    assert metric(m, "vllm:spec_decode_num_accepted_tokens") == 0
+    # on: each job's first steps (the 0.6 prior) and the probes; everything else is off
+    assert on > 0, "speculation never ran (it starts on and probes)"
+    assert off > 2 * on, f"auto-off did not stop drafting that never pays: on {on}, off {off}"
+    seq_off = sum(v for k, v in m.items()
+                  if k.startswith("vllm:bass_sequence_steps{") and '"speculation": "off"' in k)
+    assert seq_off > 0

@@ -38,9 +38,10 @@ class BassConfig:
     initial_draft_length: int = 7
     draft_length_increment: int = 2
     draft_length_shrink_divisor: int = 10
-    # per_request policy: let sequences (or the whole batch) stop drafting when the step cost
-    # model predicts speculation is slower than plain decoding; probes now and then.
-    # (The `bass` and `fixed` policies always draft; see the README's status.)
+    # Stop drafting when the step cost model and the acceptance estimates predict speculation
+    # is slower than plain decoding (large batches, low acceptance); a probing step every 16
+    # off-steps re-measures acceptance. `bass`/`fixed`: the whole batch, else their own plan
+    # unchanged; `per_request`: per sequence too. False: always draft (at least 1 token).
     auto_off: bool = True
     # How the draft samples its tokens when the request samples (temperature > 0):
     # "probabilistic" samples from the draft's distribution q and verifies with min(1, p/q);
@@ -54,7 +55,7 @@ class BassConfig:
     synthetic_acceptance_rate_groups: list[list[float]] | None = None
     # Check that the draft's tokenizer is the target's (disable only for known-compatible pairs).
     check_tokenizer: bool = True
-    # per_request policy: EMA factor of per-position acceptance estimates.
+    # EMA factor of the per-request acceptance estimates (per_request policy and auto-off).
     acceptance_ema: float = 0.2
     extra: dict[str, Any] = field(default_factory=dict)
 

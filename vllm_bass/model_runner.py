@@ -62,7 +62,7 @@ class BassModelRunnerMixin:
         self._bass_forget_finished(req_ids)
         cost = getattr(scheduler_output, "bass_step_cost", None)
         if cost is not None and hasattr(self.bass_policy, "cost"):
-            from vllm_bass.proposer.per_request import StepCostModel
+            from vllm_bass.proposer.cost_model import StepCostModel
 
             self.bass_policy.cost = StepCostModel(*cost)  # measured by the scheduler
         plan = self.bass_policy.plan(req_ids)

@@ -10,7 +10,8 @@
 * Step costs: every pure-decode step is timed here (one process, so all tensor-parallel
   ranks see the same numbers) and fitted by `StepCostEstimator`; the relative cost model for
   the step's batch size rides to the workers on the scheduler output (`bass_step_cost`),
-  where the per_request policy uses it to choose draft lengths and to turn drafting off.
+  where the policy uses it to turn drafting off when it does not pay (auto-off) and, for
+  per_request, to choose the draft lengths.
 BASS statistics are derived in the front end (`vllm_bass.metrics`) from the stats this
 scheduler already ships.
 """

@@ -45,8 +45,8 @@ def test_algorithm1_no_observation_keeps_length():
 def test_fixed_and_factory():
     assert FixedDraftLength(5).plan(["a", "b"]).batch_length == 5
     cfg = BassConfig(draft_model="d", num_speculative_tokens=12, draft_length_policy="bass",
-                     initial_draft_length=4, draft_length_increment=3)
-    p = make_policy(cfg)
+                     initial_draft_length=4, draft_length_increment=3, auto_off=False)
+    p = make_policy(cfg)  # auto_off=True wraps it (tests/proposer/test_auto_off.py)
     assert isinstance(p, BassAlgorithm1) and p.length == 4 and p.limit == 12
     assert step(p, [4]) == 7 and step(p, [7]) == 10 and step(p, [10]) == 12
 

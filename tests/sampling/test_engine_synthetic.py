@@ -11,13 +11,14 @@ from tests.prompts import PROMPTS
 pytestmark = [pytest.mark.cpu, pytest.mark.gpu, pytest.mark.slow]
 
 RATES = [0.8, 0.6, 0.4, 0.2]
+# auto_off=False throughout: these measure the acceptance process, so every step drafts.
 JOB = [{"prompts": PROMPTS, "sampling": {"temperature": 0.0, "max_tokens": 160,
                                          "ignore_eos": True}}]
 
 
 def test_synthetic_rates_are_realised():
     got = run_engine(base_engine_kwargs(speculative_config=bass_spec(
-        draft_length_policy="fixed", num_speculative_tokens=4,
+        draft_length_policy="fixed", num_speculative_tokens=4, auto_off=False,
         rejection_sample_method="synthetic", synthetic_acceptance_rates=RATES)),
         JOB, metrics=True)
     m = got["metrics"]
@@ -30,7 +31,7 @@ def test_synthetic_rates_are_realised():
 
 
 def test_synthetic_length_and_heterogeneous_groups():
-    spec = bass_spec(draft_length_policy="fixed", num_speculative_tokens=4,
+    spec = bass_spec(draft_length_policy="fixed", num_speculative_tokens=4, auto_off=False,
                      rejection_sample_method="synthetic",
                      synthetic_acceptance_rate_groups=[[1.0, 1.0, 1.0, 1.0],
                                                        [0.0, 0.0, 0.0, 0.0]],

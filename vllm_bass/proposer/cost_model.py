@@ -16,7 +16,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vllm_bass.proposer.per_request import StepCostModel
+
+@dataclass
+class StepCostModel:
+    """Relative step costs (units of one plain decode step of the whole batch)."""
+
+    base: float = 1.0            # target forward + draft catch-up pass + overheads
+    per_draft_step: float = 0.15  # one more autoregressive draft step over the batch
+    per_verify_token: float = 0.01  # one more token per sequence in the verify pass
+
+    def step_time(self, lengths: list[int]) -> float:
+        if not lengths:
+            return self.base
+        return (self.base + self.per_draft_step * max(lengths)
+                + self.per_verify_token * sum(lengths))
 
 
 def batch_bucket(batch: int) -> int:

@@ -6,31 +6,20 @@ the j-th draft token is alpha^j accepted tokens, its cost is one more verified t
 that sequence plus, if it lengthens the longest draft, one more draft step for the batch.
 The plan maximises expected accepted tokens per unit of step time under the cost model
 T = base + per_draft_step * max_i(l_i) + per_verify_token * sum_i(l_i), solved exactly for
-the ragged lengths by Dinkelbach iteration (a few passes over batch x K).
+the ragged lengths by Dinkelbach iteration (a few passes over batch x K). Auto-off is part of
+the optimum (length 0 when a draft token does not pay; all zeros turn the batch off), with a
+probing step of length 1 every 16 consecutive off-steps (`auto_off.ProbeSchedule`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from vllm_bass.proposer.auto_off import AcceptanceEstimates, ProbeSchedule
+from vllm_bass.proposer.cost_model import StepCostModel
 from vllm_bass.proposer.policies import DraftLengthPolicy, DraftPlan, Verified
 
-
-@dataclass
-class StepCostModel:
-    """Relative step costs (units of one plain decode step of the whole batch)."""
-
-    base: float = 1.0            # target forward + draft catch-up pass + overheads
-    per_draft_step: float = 0.15  # one more autoregressive draft step over the batch
-    per_verify_token: float = 0.01  # one more token per sequence in the verify pass
-
-    def step_time(self, lengths: list[int]) -> float:
-        if not lengths:
-            return self.base
-        return (self.base + self.per_draft_step * max(lengths)
-                + self.per_verify_token * sum(lengths))
+__all__ = ["PerRequestDraftLength", "StepCostModel"]
 
 
 class PerRequestDraftLength(DraftLengthPolicy):
@@ -39,34 +28,25 @@ class PerRequestDraftLength(DraftLengthPolicy):
     def __init__(self, bass_config, cost: StepCostModel | None = None,
                  prior_alpha: float = 0.6, prior_weight: float = 2.0):
         self.k_max = bass_config.num_speculative_tokens
-        self.ema = float(bass_config.acceptance_ema)
         self.cost = cost or StepCostModel()
-        self.prior_alpha = prior_alpha
-        self.prior_weight = prior_weight
+        self.estimates = AcceptanceEstimates(bass_config.acceptance_ema, prior_alpha,
+                                             prior_weight)
         # auto_off=False keeps every sequence drafting at least one token
         self.min_length = 0 if bass_config.auto_off else 1
-        # per request: EMA of accepted tokens and of rejections (the geometric stop events)
-        self.successes: dict[str, float] = {}
-        self.failures: dict[str, float] = {}
+        self.probes = ProbeSchedule()  # all lengths 0: probe with length 1 now and then
+
+    @property
+    def probe_interval(self) -> int:
+        return self.probes.interval
 
     def alpha(self, req_id: str) -> float:
-        s = self.successes.get(req_id, 0.0)
-        f = self.failures.get(req_id, 0.0)
-        w = self.prior_weight
-        return (s + w * self.prior_alpha) / (s + f + w)
+        return self.estimates.alpha(req_id)
 
     def observe(self, verified: list[Verified]) -> None:
-        b = self.ema
-        for v in verified:
-            s = self.successes.get(v.req_id, 0.0)
-            f = self.failures.get(v.req_id, 0.0)
-            # exponentially decayed sums (window ~1/ema steps), so the prior fades with evidence
-            self.successes[v.req_id] = (1 - b) * s + v.num_accepted
-            self.failures[v.req_id] = (1 - b) * f + (1.0 if v.num_accepted < v.num_draft else 0.0)
+        self.estimates.observe(verified)
 
     def forget(self, req_id: str) -> None:
-        self.successes.pop(req_id, None)
-        self.failures.pop(req_id, None)
+        self.estimates.forget(req_id)
 
     def best_lengths(self, alphas: list[float]) -> list[int]:
         """argmax over ragged lengths of (sum_i 1 + E_i(l_i)) / T(l) (Dinkelbach on lambda).
@@ -100,15 +80,10 @@ class PerRequestDraftLength(DraftLengthPolicy):
                 best_rate, best_lengths = rate, lengths
         return [int(x) for x in best_lengths]
 
-    probe_interval = 16  # steps with speculation off before one probing step of length 1
-
     def plan(self, req_ids: list[str]) -> DraftPlan:
         lengths = [max(self.min_length, n) for n in
                    self.best_lengths([self.alpha(r) for r in req_ids])]
-        if req_ids and not any(lengths):
-            self.steps_off = getattr(self, "steps_off", 0) + 1
-            if self.steps_off >= self.probe_interval:  # re-measure acceptance now and then
-                self.steps_off = 0
-                lengths = [1] * len(req_ids)
+        if self.probes.probe_due(bool(req_ids) and not any(lengths)):
+            lengths = [1] * len(req_ids)  # re-measure acceptance now and then
         per_request = dict(zip(req_ids, lengths))
         return DraftPlan(max(lengths, default=0), per_request)

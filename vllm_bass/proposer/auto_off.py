@@ -1,0 +1,135 @@
+"""Auto-off: stop drafting when speculation is predicted to be slower than plain decoding.
+
+Speculation pays only while the accepted tokens outweigh the draft steps and the longer verify
+pass; with large batches (verification no longer nearly free) or a poorly matching draft it
+makes every step slower. The pieces here are shared by every draft-length policy:
+  * `AcceptanceEstimates`: each sequence's per-token acceptance probability alpha under a
+    geometric model (P(first j drafts accepted) = alpha^j), as exponentially decayed counts
+    of accepted tokens and rejections, starting from a prior;
+  * `ProbeSchedule`: while speculation is off nothing is verified, so estimates cannot
+    improve; every `interval`-th consecutive off-step is a probing step that drafts again;
+  * `AutoOff`: wraps a batch-length policy (`bass`, `fixed`) and switches the whole batch off
+    when the inner plan's expected token rate is below plain decoding's.
+`per_request` builds auto-off into its own optimisation (lengths of 0) and uses the first two.
+"""
+
+from __future__ import annotations
+
+from vllm_bass.proposer.cost_model import StepCostModel
+from vllm_bass.proposer.policies import DraftLengthPolicy, DraftPlan, Verified
+
+PROBE_INTERVAL = 16  # consecutive off-steps before one probing step
+
+
+class AcceptanceEstimates:
+    """Per-request alpha = s / (s + f), s and f exponentially decayed sums (window ~1/ema
+    steps) of accepted tokens and of rejections. The prior is their starting value (`weight`
+    pseudo-observations of rate `prior_alpha`) and decays like the data: a prior of fixed
+    weight would floor alpha at w * prior / (w + 1/ema) (0.17 by default), which makes a
+    draft that is never accepted look worth drafting one token for at small batches."""
+
+    def __init__(self, ema: float, prior_alpha: float = 0.6, prior_weight: float = 2.0):
+        self.ema = float(ema)
+        self.prior_alpha = prior_alpha
+        self.prior_weight = prior_weight
+        self.successes: dict[str, float] = {}
+        self.failures: dict[str, float] = {}
+
+    def alpha(self, req_id: str) -> float:
+        s = self.successes.get(req_id)
+        if s is None:
+            return self.prior_alpha
+        return s / (s + self.failures[req_id])  # > 0: every observation adds >= 1
+
+    def observe(self, verified: list[Verified]) -> None:
+        b, w = self.ema, self.prior_weight
+        for v in verified:
+            s = self.successes.get(v.req_id, w * self.prior_alpha)
+            f = self.failures.get(v.req_id, w * (1.0 - self.prior_alpha))
+            self.successes[v.req_id] = (1 - b) * s + v.num_accepted
+            self.failures[v.req_id] = (1 - b) * f + (1.0 if v.num_accepted < v.num_draft else 0.0)
+
+    def forget(self, req_id: str) -> None:
+        self.successes.pop(req_id, None)
+        self.failures.pop(req_id, None)
+
+
+class ProbeSchedule:
+    """Counts consecutive steps with speculation off; every `interval`-th one is a probe."""
+
+    def __init__(self, interval: int = PROBE_INTERVAL):
+        self.interval = interval
+        self.steps_off = 0
+
+    def probe_due(self, off: bool) -> bool:
+        if not off:
+            self.steps_off = 0
+            return False
+        self.steps_off += 1
+        if self.steps_off >= self.interval:
+            self.steps_off = 0
+            return True
+        return False
+
+
+def expected_tokens(alpha: float, length: int) -> float:
+    """Tokens one sequence emits in a step drafting `length`: 1 + sum_{j<=length} alpha^j."""
+    a = min(max(alpha, 0.0), 1.0)
+    if length <= 0:
+        return 1.0
+    if a >= 1.0:
+        return 1.0 + length
+    return 1.0 + a * (1.0 - a ** length) / (1.0 - a)
+
+
+class AutoOff(DraftLengthPolicy):
+    """Runs `inner`'s plan when it is predicted to beat plain decoding, else drafts nothing.
+
+    With the inner lengths l_i and acceptance estimates alpha_i, speculation emits
+    sum_i expected_tokens(alpha_i, l_i) tokens in T(l) (the step cost model, which the runner
+    refreshes from the scheduler's measurements through `cost`), plain decoding n tokens in
+    T(0) = base. The batch goes off when the first rate is below the second; while off, the
+    inner policy sees no observations (nothing is verified) and keeps its state, and every
+    `probe_interval`-th off-step runs the inner plan once to re-measure acceptance, so
+    speculation resumes where it pays again. When it pays, the inner plan is returned as is.
+    `inner.plan` must not change the inner state (true of `bass` and `fixed`): it is asked
+    every step, also when its answer is not used.
+    """
+
+    def __init__(self, inner: DraftLengthPolicy, bass_config, cost: StepCostModel | None = None):
+        self.inner = inner
+        self.name = inner.name
+        self.k_max = bass_config.num_speculative_tokens
+        self.cost = cost or StepCostModel()
+        self.estimates = AcceptanceEstimates(bass_config.acceptance_ema)
+        self.probes = ProbeSchedule()
+
+    @property
+    def probe_interval(self) -> int:
+        return self.probes.interval
+
+    def observe(self, verified: list[Verified]) -> None:
+        if not verified:  # an off-step: nothing was drafted
+            return
+        self.estimates.observe(verified)
+        self.inner.observe(verified)
+
+    def forget(self, req_id: str) -> None:
+        self.estimates.forget(req_id)
+        self.inner.forget(req_id)
+
+    def pays(self, req_ids: list[str], plan: DraftPlan) -> bool:
+        """Whether `plan` is predicted to emit tokens at least as fast as plain decoding."""
+        lengths = [max(0, min(plan.length_for(r), self.k_max)) for r in req_ids]
+        if not any(lengths):
+            return True  # nothing to switch off
+        alpha = self.estimates.alpha
+        tokens = sum(expected_tokens(alpha(r), n) for r, n in zip(req_ids, lengths))
+        return tokens * self.cost.base >= len(req_ids) * self.cost.step_time(lengths)
+
+    def plan(self, req_ids: list[str]) -> DraftPlan:
+        plan = self.inner.plan(req_ids)
+        off = bool(req_ids) and not self.pays(req_ids, plan)
+        if self.probes.probe_due(off) or not off:
+            return plan
+        return DraftPlan(0)
