@@ -70,9 +70,13 @@ def run_engine(engine_kwargs: dict, jobs: list[dict], metrics: bool = False,
         return json.loads(out_path.read_text())
 
 
-def metric(metrics: dict, name: str):
-    """Sum a metric over its label sets (keys are 'name{labels}')."""
-    values = [v for k, v in metrics.items() if k == name or k.startswith(name + "{")]
+def metric(metrics: dict, name: str, **labels: str):
+    """Sum a metric over its label sets (keys are 'name{labels}'), only those carrying
+    every given label value when ``labels`` are given."""
+    wanted = [f'"{k}": "{v}"' for k, v in labels.items()]
+    values = [v for k, v in metrics.items()
+              if (k == name and not wanted)
+              or (k.startswith(name + "{") and all(w in k for w in wanted))]
     if not values:
         return 0
     if isinstance(values[0], list):
