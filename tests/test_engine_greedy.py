@@ -67,3 +67,24 @@ def test_greedy_identical_with_auto_off(baseline):
     assert on > 0, "speculation never ran (it starts on and probes)"
     assert off > 2 * on, f"auto-off did not stop drafting that never pays: on {on}, off {off}"
     assert metric(m, "vllm:bass_sequence_steps", speculation="off") > 0
+
+
+def test_draft_catches_up_after_skipped_off_steps(baseline, monkeypatch):
+    """Off-steps run no draft pass; the next drafting step must rebuild the draft's KV for
+    the skipped positions. With the target as its own draft, greedy drafts are accepted
+    only if the draft saw exactly the target's context, so acceptance stays ~100% across
+    a fixed schedule of 2 drafting steps and 5 skipped ones (stale KV would reject)."""
+    monkeypatch.setenv("VLLM_BASS_TEST_OFF_CYCLE", "2,5")
+    from tests.harness import TARGET
+
+    got = run_engine(base_engine_kwargs(speculative_config=bass_spec(
+        model=TARGET, draft_length_policy="fixed", num_speculative_tokens=3, auto_off=False)),
+        JOBS, metrics=True)
+    _assert_same(baseline, got, "catch-up")
+    m = got["metrics"]
+    drafts = metric(m, "vllm:spec_decode_num_draft_tokens")
+    accepted = metric(m, "vllm:spec_decode_num_accepted_tokens")
+    assert metric(m, "vllm:bass_steps", speculation="off") > metric(
+        m, "vllm:bass_steps", speculation="on") > 0, "the off-cycle did not run"
+    assert drafts > 100 and accepted >= 0.97 * drafts, (
+        f"self-draft acceptance {accepted}/{drafts} after catch-up: draft KV is stale")

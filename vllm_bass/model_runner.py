@@ -8,16 +8,20 @@ back rejected KV slots by overwriting. The mixin changes what BASS changes:
   * the draft length of each step -> a `DraftLengthPolicy` updated from this step's accepted
     counts *before* the drafter runs (the paper's order: verify, update l, draft);
   * per-sequence draft lengths -> drafts are truncated per request before the scheduler
-    sees them, so the next verification batch is ragged.
+    sees them, so the next verification batch is ragged;
+  * whole-batch off-steps of pure decoding run no draft pass at all (a plain decode step);
+    the next drafting step catches the draft's KV up (`proposer.draft_sync`).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
 
 from vllm_bass.config import BassConfig
+from vllm_bass.proposer.auto_off import with_test_off_cycle
 from vllm_bass.proposer.policies import DraftPlan, Verified, make_policy
 
 
@@ -39,7 +43,7 @@ class BassModelRunnerMixin:
         from vllm_bass.sampling.sampler import BassRejectionSampler
 
         self.bass_config = bass_config
-        self.bass_policy = make_policy(bass_config)
+        self.bass_policy = with_test_off_cycle(make_policy(bass_config), os.environ)
         self.bass_plan = DraftPlan(bass_config.num_speculative_tokens)
         if getattr(self, "speculative_config", None) is not None and hasattr(self, "rejection_sampler"):
             self.rejection_sampler = BassRejectionSampler(
@@ -65,10 +69,27 @@ class BassModelRunnerMixin:
             from vllm_bass.proposer.cost_model import StepCostModel
 
             self.bass_policy.cost = StepCostModel(*cost)  # measured by the scheduler
+        probes = getattr(self.bass_policy, "probes", None)
+        if probes is not None:
+            probes.need_off_sample = bool(getattr(scheduler_output, "bass_needs_off_sample",
+                                                  False))
         plan = self.bass_policy.plan(req_ids)
         k_max = self.bass_config.num_speculative_tokens
         batch_length = max(0, min(plan.batch_length, k_max))
         self.bass_plan = plan
+        drafter = getattr(self, "drafter", None)
+        debt = getattr(drafter, "bass_kv_debt", None)
+        if debt is not None and drafter.bass_can_catch_up():
+            starts = self.input_batch.num_computed_tokens_cpu[:len(req_ids)]
+            if batch_length == 0 and self._bass_may_skip_draft(scheduler_output, req_ids,
+                                                               starts, debt, drafter):
+                debt.record_skip(req_ids, starts)
+                self._draft_probs = None
+                self._draft_prob_req_ids = None
+                return torch.empty((len(req_ids), 0), dtype=torch.int64, device=self.device)
+            if debt and spec_decode_metadata is None:
+                drafter.bass_catch_up = debt.settle(req_ids, starts,
+                                                    self.input_batch.token_ids_cpu)
         saved = scheduler_output.num_spec_tokens_to_schedule
         scheduler_output.num_spec_tokens_to_schedule = batch_length
         try:
@@ -78,11 +99,27 @@ class BassModelRunnerMixin:
                 common_attn_metadata, slot_mappings)
         finally:
             scheduler_output.num_spec_tokens_to_schedule = saved
+            if drafter is not None:
+                drafter.bass_catch_up = None
+
+    @staticmethod
+    def _bass_may_skip_draft(scheduler_output, req_ids, starts, debt, drafter) -> bool:
+        """Skip the draft pass only in pure decoding (one token plus its drafts per request),
+        and only while the catch-up it leaves fits one first pass of the drafter."""
+        spec = scheduler_output.scheduled_spec_decode_tokens
+        scheduled = [scheduler_output.num_scheduled_tokens.get(r, 0) for r in req_ids]
+        if any(n != 1 + len(spec.get(r, ())) for r, n in zip(req_ids, scheduled)):
+            return False
+        owed_next = int((debt.owed(req_ids, starts) + scheduled).sum())
+        return owed_next + 2 * len(req_ids) <= drafter.max_num_tokens
 
     def _bass_forget_finished(self, req_ids: list[str]) -> None:
         current = set(req_ids)
+        debt = getattr(getattr(self, "drafter", None), "bass_kv_debt", None)
         for gone in self._bass_known_reqs - current:
             self.bass_policy.forget(gone)
+            if debt is not None:
+                debt.forget(gone)
         self._bass_known_reqs = current
 
     def _sample(self, logits, spec_decode_metadata):

@@ -11,7 +11,8 @@
   ranks see the same numbers) and fitted by `StepCostEstimator`; the relative cost model for
   the step's batch size rides to the workers on the scheduler output (`bass_step_cost`),
   where the policy uses it to turn drafting off when it does not pay (auto-off) and, for
-  per_request, to choose the draft lengths.
+  per_request, to choose the draft lengths. Off-steps skip the draft model, so they measure
+  plain decoding; `bass_needs_off_sample` asks for one when that measurement is stale.
 BASS statistics are derived in the front end (`vllm_bass.metrics`) from the stats this
 scheduler already ships.
 """
@@ -24,6 +25,10 @@ from dataclasses import astuple
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from vllm_bass.proposer.cost_model import StepCostEstimator
+
+# Decayed count of measured off-steps (per batch bucket) below which auto-off takes an
+# occasional off-step, to measure what plain decoding costs (about one in 35 steps).
+OFF_SAMPLES_WANTED = 0.5
 
 
 class BassScheduler(Scheduler):
@@ -48,6 +53,7 @@ class BassScheduler(Scheduler):
         decode_only = batch > 0 and not out.scheduled_new_reqs and all(
             n == 1 + len(spec.get(rid, ())) for rid, n in out.num_scheduled_tokens.items())
         out.bass_step_cost = astuple(self.bass_costs.model_for(batch))
+        out.bass_needs_off_sample = self.bass_costs.off_weight(batch) < OFF_SAMPLES_WANTED
         self._bass_step = ([start, batch, sum(len(s) for s in spec.values()), None]
                            if decode_only else None)
         return out

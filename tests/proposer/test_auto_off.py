@@ -201,3 +201,24 @@ def test_forget_drops_estimates():
     assert p.estimates.alpha("a") < 0.3
     p.forget("a")
     assert p.estimates.alpha("a") == pytest.approx(0.6)
+
+
+def test_measures_plain_step_when_the_scheduler_asks():
+    """Speculation that pays stays on, except one off-step in `measure_interval` while the
+    scheduler reports no recent off-step timing; none once it has one."""
+    cheap = StepCostModel(base=1.0, per_draft_step=0.01, per_verify_token=0.002)
+    p = AutoOff(FixedDraftLength(4), cfg("fixed", 4), cheap)
+    p.probes.need_off_sample = True
+    lengths = [p.plan(["a"]).batch_length for _ in range(20)]
+    assert lengths.count(0) == 1 and lengths.index(0) == p.probes.measure_interval - 1
+    p.probes.need_off_sample = False
+    assert all(p.plan(["a"]).batch_length == 4 for _ in range(40))
+
+
+def test_forced_off_cycle_test_aid():
+    from vllm_bass.proposer.auto_off import with_test_off_cycle
+
+    bare = FixedDraftLength(3)
+    assert with_test_off_cycle(bare, {}) is bare
+    p = with_test_off_cycle(bare, {"VLLM_BASS_TEST_OFF_CYCLE": "2,3"})
+    assert [p.plan(["a"]).batch_length for _ in range(10)] == [3, 3, 0, 0, 0] * 2

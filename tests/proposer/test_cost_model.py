@@ -25,6 +25,34 @@ def test_recovers_relative_costs_from_noisy_steps():
     assert model.per_verify_token == pytest.approx(c / a, rel=0.3)
 
 
+def test_separates_plain_step_from_draft_pass_with_off_steps():
+    """Off-steps skip the draft: with a few of them among the on-steps, the plain step (base)
+    is told apart from drafting; with two draft lengths, also the fixed cost of drafting at
+    all (draft_pass) from the per-step cost; with one, their sum at that length is right."""
+    a, e, b = 0.004, 0.003, 0.002  # plain step, first draft pass, per draft step
+    for lengths in ([5], [3, 6]):
+        rng = random.Random(1)
+        est = StepCostEstimator(forget=0.995)
+        for i in range(300):
+            k = 0 if i % 12 == 0 else lengths[i % len(lengths)]
+            est.observe(8, k, 0, (a + (e + b * k if k else 0.0)) * rng.uniform(0.98, 1.02))
+        model = est.model_for(8)
+        for k in lengths:
+            assert model.time_for(k, 0) == pytest.approx((a + e + k * b) / a, rel=0.05)
+        assert model.time_for(0, 0) == 1.0
+    assert model.draft_pass == pytest.approx(e / a, rel=0.2)
+    assert model.per_draft_step == pytest.approx(b / a, rel=0.2)
+
+
+def test_off_weight_decays_and_counts_only_off_steps():
+    est = StepCostEstimator(forget=0.5)
+    est.observe(4, 3, 12, 0.01)
+    assert est.off_weight(4) == 0.0 and est.off_weight(64) == 0.0
+    est.observe(4, 0, 12, 0.01)
+    est.observe(4, 3, 12, 0.01)
+    assert est.off_weight(3) == pytest.approx(0.5)
+
+
 def test_prior_until_enough_samples_and_per_bucket():
     prior = StepCostModel(1.0, 0.2, 0.01)
     est = StepCostEstimator(prior=prior, min_weight=6)

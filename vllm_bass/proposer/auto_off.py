@@ -7,7 +7,10 @@ makes every step slower. The pieces here are shared by every draft-length policy
     geometric model (P(first j drafts accepted) = alpha^j), as exponentially decayed counts
     of accepted tokens and rejections, starting from a prior;
   * `ProbeSchedule`: while speculation is off nothing is verified, so estimates cannot
-    improve; every `interval`-th consecutive off-step is a probing step that drafts again;
+    improve; every `interval`-th consecutive off-step is a probing step that drafts again.
+    The other way round, while speculation stays on, the cost of a plain step is not
+    measured; when the scheduler reports too little off-step evidence for this batch size,
+    one on-step in `measure_interval` is taken off to measure it;
   * `AutoOff`: wraps a batch-length policy (`bass`, `fixed`) and switches the whole batch off
     when the inner plan's expected token rate is below plain decoding's.
 `per_request` builds auto-off into its own optimisation (lengths of 0) and uses the first two.
@@ -19,6 +22,7 @@ from vllm_bass.proposer.cost_model import StepCostModel
 from vllm_bass.proposer.policies import DraftLengthPolicy, DraftPlan, Verified
 
 PROBE_INTERVAL = 16  # consecutive off-steps before one probing step
+MEASURE_OFF_INTERVAL = 8  # consecutive on-steps before one measuring off-step, when needed
 
 
 class AcceptanceEstimates:
@@ -55,11 +59,29 @@ class AcceptanceEstimates:
 
 
 class ProbeSchedule:
-    """Counts consecutive steps with speculation off; every `interval`-th one is a probe."""
+    """Exploration both ways: every `interval`-th consecutive off-step is a probe that drafts;
+    when `need_off_sample` (set each step from the scheduler's cost estimator) says plain
+    decoding is not measured for this batch size, every `measure_interval`-th consecutive
+    on-step is taken off."""
 
-    def __init__(self, interval: int = PROBE_INTERVAL):
+    def __init__(self, interval: int = PROBE_INTERVAL,
+                 measure_interval: int = MEASURE_OFF_INTERVAL):
         self.interval = interval
+        self.measure_interval = measure_interval
         self.steps_off = 0
+        self.steps_on = 0
+        self.need_off_sample = False
+
+    def measure_off_due(self, off: bool) -> bool:
+        if off:
+            self.steps_on = 0
+            return False
+        self.steps_on += 1
+        if self.need_off_sample and self.steps_on >= self.measure_interval:
+            self.steps_on = 0
+            self.need_off_sample = False  # one per request from the scheduler
+            return True
+        return False
 
     def probe_due(self, off: bool) -> bool:
         if not off:
@@ -130,6 +152,42 @@ class AutoOff(DraftLengthPolicy):
     def plan(self, req_ids: list[str]) -> DraftPlan:
         plan = self.inner.plan(req_ids)
         off = bool(req_ids) and not self.pays(req_ids, plan)
-        if self.probes.probe_due(off) or not off:
+        if self.probes.probe_due(off):
             return plan
-        return DraftPlan(0)
+        if self.probes.measure_off_due(off) or off:
+            return DraftPlan(0)
+        return plan
+
+
+TEST_OFF_CYCLE_ENV = "VLLM_BASS_TEST_OFF_CYCLE"
+
+
+class ForcedOffCycle(DraftLengthPolicy):
+    """Test aid, on only when `VLLM_BASS_TEST_OFF_CYCLE="ON,OFF"` is set: `inner`'s plan for
+    ON steps, then OFF whole-batch off-steps, repeating, so engine tests can exercise the
+    draft skip and its KV catch-up on a fixed schedule instead of a timing-driven one."""
+
+    def __init__(self, inner: DraftLengthPolicy, on_steps: int, off_steps: int):
+        if on_steps < 1 or off_steps < 0:
+            raise ValueError(f"{TEST_OFF_CYCLE_ENV} must be 'ON,OFF' with ON >= 1, OFF >= 0")
+        self.inner, self.name = inner, inner.name
+        self.cycle, self.on_steps = on_steps + off_steps, on_steps
+        self.step = 0
+
+    def observe(self, verified: list[Verified]) -> None:
+        self.inner.observe(verified)
+
+    def forget(self, req_id: str) -> None:
+        self.inner.forget(req_id)
+
+    def plan(self, req_ids: list[str]) -> DraftPlan:
+        phase, self.step = self.step % self.cycle, self.step + 1
+        return self.inner.plan(req_ids) if phase < self.on_steps else DraftPlan(0)
+
+
+def with_test_off_cycle(policy: DraftLengthPolicy, env: dict) -> DraftLengthPolicy:
+    spec = env.get(TEST_OFF_CYCLE_ENV)
+    if not spec:
+        return policy
+    on, off = (int(x) for x in spec.split(","))
+    return ForcedOffCycle(policy, on, off)

@@ -2,11 +2,15 @@
 
 The scheduler (one process, so every tensor-parallel rank gets the same numbers) times each
 engine step of pure decoding and fits, per batch-size bucket, the wall time
-    T ~ a + b * draft_steps + c * verify_tokens
-(a: target pass + draft catch-up pass + overheads; b: one autoregressive draft step of the
-batch; c: one more verified token) by exponentially weighted least squares, shrunk toward a
-prior shape so few or collinear samples still give a sane model. The runner's policy gets the
-relative model (a = 1) through the scheduler output.
+    T ~ a + e * drafted + b * draft_steps + c * verify_tokens
+(a: a plain decode step -- what an off-step costs, since off-steps skip the draft model;
+e: the draft's first pass over the step's new tokens, paid only when it drafts; b: one
+autoregressive draft step of the batch; c: one more verified token) by exponentially weighted
+least squares, shrunk toward a prior shape so few or collinear samples still give a sane
+model. With speculation always on, `a` and `e` are not separable: the estimator reports how
+much off-step evidence it holds (`off_weight`) so auto-off can take an occasional off-step to
+measure plain decoding. The runner's policy gets the relative model (a = 1) through the
+scheduler output.
 """
 
 from __future__ import annotations
@@ -21,15 +25,26 @@ import numpy as np
 class StepCostModel:
     """Relative step costs (units of one plain decode step of the whole batch)."""
 
-    base: float = 1.0            # target forward + draft catch-up pass + overheads
+    base: float = 1.0            # a plain decode step: target forward + overheads
     per_draft_step: float = 0.15  # one more autoregressive draft step over the batch
     per_verify_token: float = 0.01  # one more token per sequence in the verify pass
+    draft_pass: float = 0.0      # fixed cost of drafting at all (first pass, sampling setup)
 
     def step_time(self, lengths: list[int]) -> float:
         if not lengths:
             return self.base
-        return (self.base + self.per_draft_step * max(lengths)
-                + self.per_verify_token * sum(lengths))
+        return self.time_for(max(lengths), sum(lengths))
+
+    def time_for(self, longest: int, total: int) -> float:
+        """Step time when the longest draft is `longest` tokens and `total` are verified."""
+        if longest <= 0:
+            return self.base + self.per_verify_token * total
+        return (self.base + self.draft_pass + self.per_draft_step * longest
+                + self.per_verify_token * total)
+
+
+PRIOR_COSTS = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.01,
+                            draft_pass=0.05)
 
 
 def batch_bucket(batch: int) -> int:
@@ -43,12 +58,13 @@ class _Fit:
     xty: np.ndarray
     weight: float = 0.0
     mean_time: float = 0.0
+    off_weight: float = 0.0  # decayed count of steps that did not draft
 
 
 class StepCostEstimator:
     def __init__(self, prior: StepCostModel | None = None, forget: float = 0.98,
-                 prior_strength: float = 4.0, min_weight: float = 6.0):
-        self.prior = prior or StepCostModel()
+                 prior_strength: float = 0.1, min_weight: float = 6.0):
+        self.prior = prior or PRIOR_COSTS
         self.forget = forget
         self.prior_strength = prior_strength
         self.min_weight = min_weight
@@ -57,8 +73,10 @@ class StepCostEstimator:
     def observe(self, batch: int, draft_steps: int, verify_tokens: int, seconds: float) -> None:
         if batch <= 0 or seconds <= 0 or not math.isfinite(seconds):
             return
-        fit = self.fits.setdefault(batch_bucket(batch), _Fit(np.zeros((3, 3)), np.zeros(3)))
-        x = np.array([1.0, float(draft_steps), float(verify_tokens)])
+        fit = self.fits.setdefault(batch_bucket(batch), _Fit(np.zeros((4, 4)), np.zeros(4)))
+        drafted = 1.0 if draft_steps > 0 else 0.0
+        x = np.array([1.0, drafted, float(draft_steps), float(verify_tokens)])
+        fit.off_weight = fit.off_weight * self.forget + (1.0 - drafted)
         fit.xtx = self.forget * fit.xtx + np.outer(x, x)
         fit.xty = self.forget * fit.xty + x * seconds
         fit.mean_time = (fit.mean_time * fit.weight * self.forget + seconds) / (
@@ -70,13 +88,20 @@ class StepCostEstimator:
         fit = self.fits.get(batch_bucket(batch))
         if fit is None or fit.weight < self.min_weight:
             return self.prior
-        scale = fit.mean_time
-        theta0 = scale * np.array([self.prior.base, self.prior.per_draft_step,
-                                   self.prior.per_verify_token])
-        ridge = self.prior_strength * np.diag([1.0, 1.0, 1.0])
+        p = self.prior
+        shape = np.array([p.base, p.draft_pass, p.per_draft_step, p.per_verify_token])
+        mean_x = fit.xtx[0] / fit.xtx[0, 0]
+        theta0 = shape * (fit.mean_time / float(shape @ mean_x))  # prior, scaled to the data
+        ridge = self.prior_strength * np.eye(4)
         theta = np.linalg.solve(fit.xtx + ridge, fit.xty + ridge @ theta0)
         a = theta[0]
         if not a > 0:
             return self.prior
-        return StepCostModel(base=1.0, per_draft_step=max(float(theta[1] / a), 1e-4),
-                             per_verify_token=max(float(theta[2] / a), 0.0))
+        return StepCostModel(base=1.0, per_draft_step=max(float(theta[2] / a), 1e-4),
+                             per_verify_token=max(float(theta[3] / a), 0.0),
+                             draft_pass=max(float(theta[1] / a), 0.0))
+
+    def off_weight(self, batch: int) -> float:
+        """Decayed number of measured steps without drafting in this batch size's bucket."""
+        fit = self.fits.get(batch_bucket(batch))
+        return 0.0 if fit is None else fit.off_weight

@@ -5,7 +5,9 @@ whole; we only replace how it turns draft logits into (token, q):
   * q is processed like the target's p (temperature, top-k, top-p), which raises acceptance;
     exactness never depends on this, only on q being the distribution the token came from;
   * requests with a seed draw their draft tokens from their own torch.Generator (vLLM 0.27.1
-    ignores seeds here), so a seeded request is reproducible end to end.
+    ignores seeds here), so a seeded request is reproducible end to end;
+  * after off-steps that skipped the draft, the first pass is extended to catch the draft's
+    KV up (`draft_sync`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import torch
 from vllm.v1.spec_decode.draft_model import DraftModelProposer
 
+from vllm_bass.proposer.draft_sync import CatchUp, DraftKVDebt, apply_catch_up
 from vllm_bass.sampling.rejection import _SAMPLING_EPS
 
 
@@ -41,6 +44,36 @@ def sample_draft(logits: torch.Tensor, sampling_metadata) -> tuple[torch.Tensor,
 
 
 class BassDraftModelProposer(DraftModelProposer):
+    bass_kv_debt: DraftKVDebt
+    bass_catch_up: CatchUp | None = None  # set by the runner for the next propose() only
+
+    def bass_can_catch_up(self) -> bool:
+        """Catch-up rewrites the first pass's inputs: only for 1-D positions, no hidden
+        states fed to the draft, and the extra-slot (draft model) first pass."""
+        return (self.needs_extra_input_slots and not self.pass_hidden_states_to_model
+                and not self.parallel_drafting and not self.supports_mm_inputs
+                and not self.use_heterogeneous_vocab
+                and not self.vllm_config.model_config.uses_mrope)
+
+    def propose(self, num_speculative_tokens, target_token_ids, target_positions,
+                target_hidden_states, next_token_ids, token_indices_to_sample,
+                common_attn_metadata, sampling_metadata, mm_embed_inputs=None,
+                num_rejected_tokens_gpu=None, slot_mappings=None):
+        catch_up, self.bass_catch_up = self.bass_catch_up, None
+        if catch_up is not None:
+            assert token_indices_to_sample is None and num_rejected_tokens_gpu is None, (
+                "draft catch-up runs only on steps that verified no drafts")
+            target_token_ids, target_positions, common_attn_metadata = apply_catch_up(
+                catch_up, target_token_ids, target_positions, common_attn_metadata,
+                self.block_size)
+        return super().propose(
+            num_speculative_tokens=num_speculative_tokens, target_token_ids=target_token_ids,
+            target_positions=target_positions, target_hidden_states=target_hidden_states,
+            next_token_ids=next_token_ids, token_indices_to_sample=token_indices_to_sample,
+            common_attn_metadata=common_attn_metadata, sampling_metadata=sampling_metadata,
+            mm_embed_inputs=mm_embed_inputs, num_rejected_tokens_gpu=num_rejected_tokens_gpu,
+            slot_mappings=slot_mappings)
+
     def _sample_from_logits(self, logits, sampling_metadata):
         if not self._enable_probabilistic_draft_probs or sampling_metadata.all_greedy:
             return super()._sample_from_logits(logits, sampling_metadata)
@@ -53,3 +86,5 @@ class BassDraftModelProposer(DraftModelProposer):
 def install_bass_drafter(drafter) -> None:
     if isinstance(drafter, DraftModelProposer) and not isinstance(drafter, BassDraftModelProposer):
         drafter.__class__ = BassDraftModelProposer
+        drafter.bass_kv_debt = DraftKVDebt()
+        drafter.bass_catch_up = None

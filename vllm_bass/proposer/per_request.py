@@ -5,7 +5,8 @@ Each sequence keeps an EMA estimate of its draft's per-token acceptance probabil
 the j-th draft token is alpha^j accepted tokens, its cost is one more verified token for
 that sequence plus, if it lengthens the longest draft, one more draft step for the batch.
 The plan maximises expected accepted tokens per unit of step time under the cost model
-T = base + per_draft_step * max_i(l_i) + per_verify_token * sum_i(l_i), solved exactly for
+T = base + [any l_i > 0] * draft_pass + per_draft_step * max_i(l_i)
+    + per_verify_token * sum_i(l_i), solved exactly for
 the ragged lengths by Dinkelbach iteration (a few passes over batch x K). Auto-off is part of
 the optimum (length 0 when a draft token does not pay; all zeros turn the batch off), with a
 probing step of length 1 every 16 consecutive off-steps (`auto_off.ProbeSchedule`).
@@ -64,15 +65,14 @@ class PerRequestDraftLength(DraftLengthPolicy):
         expected = np.concatenate([np.zeros((n, 1)), np.cumsum(gains, axis=1)], axis=1)
         rows = np.arange(n)
         best_lengths = np.zeros(n, dtype=np.int64)
-        best_rate = n / cost.step_time([0] * n)
+        best_rate = n / cost.time_for(0, 0)
         for cap in range(1, self.k_max + 1):
             rate = best_rate
             for _ in range(8):
                 lengths = (gains[:, :cap] > rate * cost.per_verify_token).sum(axis=1)
                 total = n + expected[rows, lengths].sum()
                 longest = int(lengths.max())
-                new_rate = total / (cost.base + cost.per_draft_step * longest
-                                    + cost.per_verify_token * int(lengths.sum()))
+                new_rate = total / cost.time_for(longest, int(lengths.sum()))
                 if abs(new_rate - rate) < 1e-12:
                     break
                 rate = new_rate
@@ -83,7 +83,10 @@ class PerRequestDraftLength(DraftLengthPolicy):
     def plan(self, req_ids: list[str]) -> DraftPlan:
         lengths = [max(self.min_length, n) for n in
                    self.best_lengths([self.alpha(r) for r in req_ids])]
-        if self.probes.probe_due(bool(req_ids) and not any(lengths)):
+        off = bool(req_ids) and not any(lengths)
+        if self.probes.probe_due(off):
             lengths = [1] * len(req_ids)  # re-measure acceptance now and then
+        elif self.min_length == 0 and self.probes.measure_off_due(off):
+            lengths = [0] * len(req_ids)  # measure what plain decoding costs
         per_request = dict(zip(req_ids, lengths))
         return DraftPlan(max(lengths, default=0), per_request)
