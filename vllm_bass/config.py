@@ -17,6 +17,7 @@ MAX_DRAFT_TOKENS = 32  # the paper's l_limit, and the most draft tokens one step
 DRAFT_LENGTH_POLICIES = ("bass", "per_request", "fixed")
 DRAFT_SAMPLE_METHODS = ("probabilistic", "greedy")
 ACCEPTANCE_MODES = ("standard", "synthetic")
+ATTENTION_CHOICES = ("bass", "vllm")
 
 DraftLengthPolicyName = Literal["bass", "per_request", "fixed"]
 
@@ -57,6 +58,11 @@ class BassConfig:
     check_tokenizer: bool = True
     # EMA factor of the per-request acceptance estimates (per_request policy and auto-off).
     acceptance_ema: float = 0.2
+    # Attention on CUDA: "bass" runs our Triton kernels (vLLM's CUSTOM backend) for target
+    # and draft wherever the model allows it and no backend was chosen explicitly
+    # (--attention-backend / the speculative config's attention_backend win); "vllm" leaves
+    # the choice to vLLM. CPU always uses vLLM's CPU attention.
+    attention: Literal["bass", "vllm"] = "bass"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -94,6 +100,8 @@ class BassConfig:
                       self.draft_sample_method)
         if self.acceptance_mode not in ACCEPTANCE_MODES:
             raise bad("acceptance_mode", f"one of {ACCEPTANCE_MODES}", self.acceptance_mode)
+        if self.attention not in ATTENTION_CHOICES:
+            raise bad("attention", f"one of {ATTENTION_CHOICES}", self.attention)
         if not 0.0 < float(self.acceptance_ema) <= 1.0:
             raise bad("acceptance_ema", "in (0, 1]", self.acceptance_ema)
         if self.acceptance_mode == "synthetic":

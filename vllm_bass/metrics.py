@@ -22,7 +22,7 @@ from vllm.v1.metrics.loggers import StatLoggerBase
 
 from vllm_bass.config import MAX_DRAFT_TOKENS, bass_config_from_vllm
 
-logger = logging.getLogger("vllm_bass")
+logger = logging.getLogger("vllm.bass")  # under vLLM's handlers
 _METRICS: dict[str, object] = {}
 
 

@@ -15,7 +15,7 @@ SUPPORTED_VLLM = "0.27.1"
 DISABLE_ENV = "VLLM_BASS_DISABLE"
 ALLOW_ANY_VLLM_ENV = "VLLM_BASS_ALLOW_UNSUPPORTED_VLLM"
 
-logger = logging.getLogger("vllm_bass")
+logger = logging.getLogger("vllm.bass")  # under vLLM's handlers
 _registered = False
 
 

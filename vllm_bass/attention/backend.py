@@ -20,6 +20,7 @@ module imports on machines without Triton.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -42,6 +43,32 @@ if TYPE_CHECKING:
     from vllm.v1.kv_cache_interface import AttentionSpec
 
 BACKEND_NAME = "CUSTOM"  # the AttentionBackendEnum member we are registered as
+logger = logging.getLogger("vllm.bass")  # under vLLM's handlers
+_announced = False
+
+
+# Architectures whose attention is plain causal (GQA) self-attention, which is what the
+# kernels implement; anything else keeps vLLM's own backend unless CUSTOM is asked for.
+DEFAULT_ARCHITECTURES = frozenset({
+    "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"})
+
+
+def default_backend_unsupported(model_config, kv_cache_dtype: str = "auto") -> str | None:
+    """Why our backend should not be the *default* for this model (None: it can be)."""
+    hf = model_config.hf_text_config
+    archs = set(getattr(model_config, "architectures", None) or [])
+    if not archs & DEFAULT_ARCHITECTURES:
+        return f"architecture {sorted(archs)} not in {sorted(DEFAULT_ARCHITECTURES)}"
+    if getattr(hf, "sliding_window", None) and getattr(hf, "use_sliding_window", True):
+        return "sliding-window attention"
+    head_size = model_config.get_head_size()
+    if not BassAttentionBackend.supports_head_size(head_size):
+        return f"head size {head_size}"
+    if kv_cache_dtype not in BassAttentionBackend.supported_kv_cache_dtypes:
+        return f"kv_cache_dtype {kv_cache_dtype!r}"
+    if str(model_config.dtype).removeprefix("torch.") not in ("float16", "bfloat16", "float32"):
+        return f"dtype {model_config.dtype}"
+    return None
 
 
 def _kernels():
@@ -251,6 +278,10 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
                 "BASS attention backend (CUSTOM) does not support: " + ", ".join(problems)
                 + ". Use FLASH_ATTN or TRITON_ATTN for this model."
             )
+        global _announced
+        if not _announced:
+            _announced = True
+            logger.info("vllm-bass: BASS Triton attention (CUSTOM backend) in use")
         num_kv_heads = num_kv_heads or num_heads
         if num_heads % num_kv_heads != 0:
             raise ValueError(f"num_heads {num_heads} not a multiple of num_kv_heads {num_kv_heads}")

@@ -24,7 +24,7 @@ from vllm_bass.config import (
 )
 from vllm_bass.patches import wrap
 
-logger = logging.getLogger("vllm_bass")
+logger = logging.getLogger("vllm.bass")  # under vLLM's handlers
 
 PATCHED_SYMBOLS = {
     "vllm.engine.arg_utils.EngineArgs.create_engine_config":
@@ -178,6 +178,32 @@ def validate_draft_against_target(vllm_config: Any, cfg: BassConfig) -> None:
                 "(set check_tokenizer=false only if you know they agree)")
 
 
+def choose_attention_backends(vllm_config: Any, cfg: BassConfig) -> None:
+    """`attention: bass` on CUDA: our Triton backend (vLLM's CUSTOM slot) for target and
+    draft, each unless a backend was chosen for it or its model needs what the kernels do
+    not implement (then vLLM chooses, and the log says why)."""
+    from vllm.platforms import current_platform
+
+    if cfg.attention != "bass" or not current_platform.is_cuda():
+        return
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    from vllm_bass.attention.backend import default_backend_unsupported
+
+    kv_dtype = vllm_config.cache_config.cache_dtype
+    spec = vllm_config.speculative_config
+    for role, model_config, holder, field in (
+            ("target", vllm_config.model_config, vllm_config.attention_config, "backend"),
+            ("draft", spec.draft_model_config, spec, "attention_backend")):
+        if getattr(holder, field) is not None:
+            continue  # chosen by the user
+        why_not = default_backend_unsupported(model_config, kv_dtype)
+        if why_not:
+            logger.info("vllm-bass: %s keeps vLLM's attention backend (%s)", role, why_not)
+            continue
+        setattr(holder, field, AttentionBackendEnum.CUSTOM)
+
+
 def apply() -> None:
     def make(original):
         def create_engine_config(self, *args, **kwargs):
@@ -185,6 +211,7 @@ def apply() -> None:
             vllm_config = original(self, *args, **kwargs)
             if cfg is not None:
                 validate_draft_against_target(vllm_config, cfg)
+                choose_attention_backends(vllm_config, cfg)
             return vllm_config
         return create_engine_config
 
