@@ -1,8 +1,15 @@
-"""End-to-end BASS on the embedded model pair: ms/token and mean acceptance length for the
-`fixed`, `bass` and `per_request` draft-length policies against plain decoding, at batch
-sizes 1, 8 and 32 (greedy, 128 new tokens per sequence). One engine per configuration, in its
-own process. ms/token is the paper's latency metric: wall time of the batch / new tokens per
-sequence. Writes JSON + markdown (+ PNG when matplotlib is present).
+"""End-to-end BASS: ms/token and mean acceptance length for the `fixed`, `bass` and
+`per_request` draft-length policies against plain decoding and vLLM's own draft_model
+speculation, at batch sizes 1, 8 and 32 (greedy, 128 new tokens per sequence). One engine per
+configuration, in its own process. ms/token is the paper's latency metric: wall time of the
+batch / new tokens per sequence. Writes JSON + markdown (+ PNG when matplotlib is present).
+
+Model pairs: `--pair embedded` (the repo's trained tiny pair, real acceptance) or
+`--pair llama7b` (Llama-2-7B layer shapes as target, a ~100M Llama as draft, dummy weights,
+the tiny pair's 2048-token vocabulary); on dummy weights acceptance is synthetic, the same
+process for BASS and vLLM (`rejection_sample_method="synthetic"`): position j of a draft is
+accepted with unconditional probability alpha^j. A configuration name may carry its own
+alpha: `bass@0.3`.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -25,7 +33,8 @@ from vllm_bass.utils.isolated_engine import (  # noqa: E402
 )
 from tests.prompts import PROMPTS  # noqa: E402
 
-# name: (speculative config or None, engine overrides)
+# name: (speculative config or None, engine overrides). On CUDA, `--spec-worker bass` runs
+# our Triton attention (CUSTOM backend) by default; `*_vllm_attn` keeps vLLM's choice.
 CUSTOM_ATTN = {"attention_config": {"backend": "CUSTOM"}}
 CONFIGS = {
     "plain": (None, {}),
@@ -35,12 +44,43 @@ CONFIGS = {
                      "num_speculative_tokens": 16}, {}),
     # vLLM's own draft-model speculation with the same K as `fixed`
     "vllm_draft_model": ({"method": "draft_model", "num_speculative_tokens": 5}, {}),
-    # our Triton attention (CUSTOM backend) for target and draft
     "plain_triton_attn": (None, CUSTOM_ATTN),
-    "bass_triton_attn": ({"method": "bass", "draft_length_policy": "bass",
-                          "attention_backend": "CUSTOM"}, CUSTOM_ATTN),
+    "bass_vllm_attn": ({"method": "bass", "draft_length_policy": "bass", "attention": "vllm"}, {}),
+    "fixed_vllm_attn": ({"method": "bass", "draft_length_policy": "fixed",
+                         "num_speculative_tokens": 5, "attention": "vllm"}, {}),
 }
 DEFAULT_CONFIGS = "plain,fixed,bass,per_request,vllm_draft_model"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Dummy-weight pair with Llama-2-7B layer shapes (vocabulary: the tiny pair's tokenizer).
+LLAMA7B_SHAPES = {
+    "target": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                   num_key_value_heads=32, head_dim=128, intermediate_size=11008),
+    "draft": dict(hidden_size=1024, num_hidden_layers=8, num_attention_heads=16,
+                  num_key_value_heads=16, head_dim=64, intermediate_size=2816),
+}
+
+
+def dummy_pair(root: Path) -> tuple[str, str]:
+    """Config-only model folders (weights come from load_format='dummy')."""
+    base = json.loads((REPO_ROOT / "models/bass-tiny-target/config.json").read_text())
+    paths = []
+    for role, shape in LLAMA7B_SHAPES.items():
+        folder = root / f"llama7b-pair-{role}"
+        folder.mkdir(parents=True, exist_ok=True)
+        cfg = dict(base, **shape, tie_word_embeddings=False, max_position_embeddings=4096)
+        (folder / "config.json").write_text(json.dumps(cfg, indent=1))
+        for f in (REPO_ROOT / "models/bass-tiny-target").iterdir():
+            if f.name.startswith(("tokenizer", "special_tokens", "generation_config")):
+                shutil.copy(f, folder / f.name)
+        paths.append(str(folder))
+    return paths[0], paths[1]
+
+
+def synthetic(spec: dict, alpha: float) -> dict:
+    """vLLM's synthetic acceptance keys: position j accepted with probability alpha^j."""
+    k = spec.get("num_speculative_tokens", 32)
+    return dict(spec, rejection_sample_method="synthetic",
+                synthetic_acceptance_rates=[alpha ** (j + 1) for j in range(k)])
 
 
 def device_name() -> str:
@@ -62,7 +102,14 @@ def main() -> None:
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--configs", default=DEFAULT_CONFIGS, help=f"from {','.join(CONFIGS)}")
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs / torch.compile")
+    ap.add_argument("--pair", choices=("embedded", "llama7b"), default="embedded")
+    ap.add_argument("--alpha", type=float, default=0.8,
+                    help="synthetic per-token acceptance for --pair llama7b")
     args = ap.parse_args()
+    target, draft, load = TARGET, DRAFT, {}
+    if args.pair == "llama7b":
+        target, draft = dummy_pair(REPO_ROOT / "benchmarks" / ".models")
+        load = {"load_format": "dummy", "model": target, "gpu_memory_utilization": 0.85}
     sizes = [int(b) for b in args.batch_sizes.split(",")]
     sampling = {"temperature": 0.0, "max_tokens": args.max_tokens, "ignore_eos": True}
     jobs = [{"prompts": PROMPTS[:4], "sampling": dict(sampling, max_tokens=16)}]  # warm-up
@@ -71,11 +118,16 @@ def main() -> None:
         jobs += [{"prompts": prompts, "sampling": sampling}] * 2  # 2 repeats, best kept
     rows, raw = [], {}
     for name in args.configs.split(","):
-        spec, engine = CONFIGS[name]
+        base_name, _, alpha = name.partition("@")
+        spec, engine = CONFIGS[base_name]
         kwargs = base_engine_kwargs(dtype=args.dtype, max_num_seqs=max(sizes),
-                                    enforce_eager=args.eager, max_model_len=1024, **engine)
+                                    enforce_eager=args.eager, max_model_len=1024,
+                                    **engine, **load)
         if spec is not None:
-            kwargs["speculative_config"] = {"model": DRAFT, **spec}
+            spec = {"model": draft, **spec}
+            if args.pair == "llama7b":
+                spec = synthetic(spec, float(alpha or args.alpha))
+            kwargs["speculative_config"] = spec
         t0 = time.time()
         out = run_engine(kwargs, jobs, metrics=True, log_path=f"{args.out}_{name}.log")
         print(f"{name}: engine run {time.time() - t0:.0f}s", flush=True)
@@ -93,6 +145,8 @@ def main() -> None:
             d = {k: metric(m, k) - metric(before, k) for k in (
                 "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
                 "vllm:spec_decode_num_accepted_tokens")}
+            steps = {s: metric(m, "vllm:bass_steps", speculation=s)
+                     - metric(before, "vllm:bass_steps", speculation=s) for s in ("on", "off")}
             drafts = d["vllm:spec_decode_num_drafts"]
             rows.append({
                 "config": name, "batch": bs, "seconds": best,
@@ -102,12 +156,21 @@ def main() -> None:
                 if drafts else None,
                 "mean_draft_length": (d["vllm:spec_decode_num_draft_tokens"] / drafts)
                 if drafts else None,
+                "off_step_fraction": steps["off"] / (steps["on"] + steps["off"])
+                if steps["on"] + steps["off"] else None,
                 "greedy_equals_plain": None,
             })
     # losslessness check on the side: greedy outputs must match plain decoding
     # (against plain decoding on the same attention backend: bf16 kernels may round differently)
+    cuda = device_name().startswith("NVIDIA")
     for r in rows:
-        ref = "plain_triton_attn" if CONFIGS[r["config"]][1] else "plain"
+        if args.pair != "embedded":
+            continue  # synthetic acceptance is not lossless by design; dummy weights anyway
+        spec, engine = CONFIGS[r["config"].partition("@")[0]]
+        custom = bool(engine) or (cuda and spec is not None and spec["method"] == "bass"
+                                  and spec.get("attention", "bass") == "bass")
+        ref = "plain_triton_attn" if custom else "plain"
+        r["greedy_reference"] = ref
         if ref in raw:
             i = sizes.index(r["batch"])
             r["greedy_equals_plain"] = (raw[r["config"]]["results"][1 + 2 * i]["token_ids"]
@@ -115,20 +178,27 @@ def main() -> None:
     for r in rows:
         base = next((x for x in rows if x["config"] == "plain" and x["batch"] == r["batch"]), None)
         r["speedup_vs_plain"] = base["seconds"] / r["seconds"] if base else None
-    result = {"device": device_name(), "target": TARGET, "draft": DRAFT, "dtype": args.dtype,
+    result = {"device": device_name(), "pair": args.pair, "target": Path(target).name,
+              "draft": Path(draft).name, "dtype": args.dtype,
+              "synthetic_alpha": args.alpha if args.pair == "llama7b" else None,
               "eager": args.eager, "max_tokens": args.max_tokens, "rows": rows,
               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     Path(args.out + ".json").write_text(json.dumps(result, indent=1))
-    lines = [f"# BASS end-to-end on the embedded pair ({result['device']}, {args.dtype}, "
+    pair = ("the embedded pair" if args.pair == "embedded" else
+            f"a dummy-weight Llama-2-7B-shape target + ~100M draft, synthetic acceptance "
+            f"alpha^j, alpha={args.alpha} unless the config says @alpha")
+    lines = [f"# BASS end-to-end on {pair} ({result['device']}, {args.dtype}, "
              f"{'eager' if args.eager else 'CUDA graphs'}, greedy, {args.max_tokens} tokens)", "",
              "| config | batch | ms/token | tokens/s | speedup vs plain | mean acceptance length "
-             "| mean draft length | greedy == plain |", "|---|---|---|---|---|---|---|---|"]
+             "| mean draft length | off-step fraction | greedy == plain |",
+             "|---|---|---|---|---|---|---|---|---|"]
     fmt = lambda v, f: "—" if v is None else format(v, f)  # noqa: E731
     for r in rows:
         lines.append(f"| {r['config']} | {r['batch']} | {r['ms_per_token']:.2f} | "
                      f"{r['tokens_per_s']:.0f} | {fmt(r['speedup_vs_plain'], '.2f')} | "
                      f"{fmt(r['mean_acceptance_length'], '.2f')} | "
-                     f"{fmt(r['mean_draft_length'], '.2f')} | {r['greedy_equals_plain']} |")
+                     f"{fmt(r['mean_draft_length'], '.2f')} | "
+                     f"{fmt(r['off_step_fraction'], '.2f')} | {r['greedy_equals_plain']} |")
     Path(args.out + ".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     try:
@@ -144,7 +214,7 @@ def main() -> None:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("batch size")
         ax.set_ylabel("ms / token (per sequence)")
-        ax.set_title(f"BASS policies, embedded pair, {result['device']}")
+        ax.set_title(f"BASS policies, {args.pair} pair, {result['device']}")
         ax.legend()
         fig.tight_layout()
         fig.savefig(args.out + ".png", dpi=120)

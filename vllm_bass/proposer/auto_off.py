@@ -112,8 +112,9 @@ class AutoOff(DraftLengthPolicy):
     refreshes from the scheduler's measurements through `cost`), plain decoding n tokens in
     T(0) = base. The batch goes off when the first rate is below the second; while off, the
     inner policy sees no observations (nothing is verified) and keeps its state, and every
-    `probe_interval`-th off-step runs the inner plan once to re-measure acceptance, so
-    speculation resumes where it pays again. When it pays, the inner plan is returned as is.
+    `probe_interval`-th off-step drafts one token (the cheapest probe; its outcome feeds the
+    acceptance estimates only) to re-measure acceptance, so speculation resumes where it
+    pays again. When it pays, the inner plan is returned as is.
     `inner.plan` must not change the inner state (true of `bass` and `fixed`): it is asked
     every step, also when its answer is not used.
     """
@@ -125,6 +126,7 @@ class AutoOff(DraftLengthPolicy):
         self.cost = cost or StepCostModel()
         self.estimates = AcceptanceEstimates(bass_config.acceptance_ema)
         self.probes = ProbeSchedule()
+        self._probed = False  # the last plan was a probe
 
     @property
     def probe_interval(self) -> int:
@@ -134,7 +136,8 @@ class AutoOff(DraftLengthPolicy):
         if not verified:  # an off-step: nothing was drafted
             return
         self.estimates.observe(verified)
-        self.inner.observe(verified)
+        if not self._probed:  # a probe's one-token draft says nothing about the inner length
+            self.inner.observe(verified)
 
     def forget(self, req_id: str) -> None:
         self.estimates.forget(req_id)
@@ -152,8 +155,9 @@ class AutoOff(DraftLengthPolicy):
     def plan(self, req_ids: list[str]) -> DraftPlan:
         plan = self.inner.plan(req_ids)
         off = bool(req_ids) and not self.pays(req_ids, plan)
-        if self.probes.probe_due(off):
-            return plan
+        self._probed = self.probes.probe_due(off)
+        if self._probed:
+            return DraftPlan(1)  # the cheapest draft that re-measures acceptance
         if self.probes.measure_off_due(off) or off:
             return DraftPlan(0)
         return plan
