@@ -10,7 +10,13 @@ back rejected KV slots by overwriting. The mixin changes what BASS changes:
   * per-sequence draft lengths -> drafts are truncated per request before the scheduler
     sees them, so the next verification batch is ragged;
   * whole-batch off-steps of pure decoding run no draft pass at all (a plain decode step);
-    the next drafting step catches the draft's KV up (`proposer.draft_sync`).
+    the next drafting step catches the draft's KV up (`proposer.draft_sync`);
+  * full CUDA graphs for one-token decoding: vLLM captures its full decode graphs only for
+    batches of exactly 1 + K tokens per sequence (K = num_speculative_tokens, 32 for
+    `bass`) and rounds every capture size to a multiple of 1 + K. BASS verification is
+    ragged (piecewise graphs either way), so the graphs are better spent on the batches
+    auto-off produces: one token per sequence, exactly like plain decoding. Only `fixed`
+    without auto-off keeps vLLM's 1 + K.
 """
 
 from __future__ import annotations
@@ -49,10 +55,21 @@ class BassModelRunnerMixin:
             self.rejection_sampler = BassRejectionSampler(
                 self.sampler, self.speculative_config, bass_config, self.device)
         self._bass_known_reqs: set[str] = set()
+        if bass_config.draft_length_policy != "fixed" or bass_config.auto_off:
+            self._bass_graph_one_token_decode()
         if getattr(self, "drafter", None) is not None:
             from vllm_bass.proposer.draft_model import install_bass_drafter
 
             install_bass_drafter(self.drafter)
+
+    def _bass_graph_one_token_decode(self) -> None:
+        """Before the KV cache (and CUDA graph keys) are set up: uniform decode is 1 token."""
+        dispatcher = getattr(self, "cudagraph_dispatcher", None)
+        if not hasattr(self, "uniform_decode_query_len") or dispatcher is None:
+            return  # CPU runner: no CUDA graphs
+        assert not dispatcher.keys_initialized, "install the BASS runner before graph setup"
+        self.uniform_decode_query_len = 1
+        dispatcher.uniform_decode_query_len = 1
 
     def propose_draft_token_ids(self, scheduler_output, sampled_token_ids, sampling_metadata,
                                 hidden_states, sample_hidden_states, aux_hidden_states,

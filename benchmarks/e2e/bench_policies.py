@@ -48,6 +48,9 @@ CONFIGS = {
     "bass_vllm_attn": ({"method": "bass", "draft_length_policy": "bass", "attention": "vllm"}, {}),
     "fixed_vllm_attn": ({"method": "bass", "draft_length_policy": "fixed",
                          "num_speculative_tokens": 5, "attention": "vllm"}, {}),
+    # vLLM's choice for the target, our Triton attention for the draft only
+    "bass_draft_attn": ({"method": "bass", "draft_length_policy": "bass", "attention": "vllm",
+                         "attention_backend": "CUSTOM"}, {}),
 }
 DEFAULT_CONFIGS = "plain,fixed,bass,per_request,vllm_draft_model"
 REPO_ROOT = Path(__file__).resolve().parents[2]
