@@ -103,7 +103,8 @@ class BassModelRunnerMixin:
                 debt.record_skip(req_ids, starts)
                 self._draft_probs = None
                 self._draft_prob_req_ids = None
-                return torch.empty((len(req_ids), 0), dtype=torch.int64, device=self.device)
+                # a list, not an empty device tensor: no copy stream, event or sync
+                return [[] for _ in req_ids]
             if debt and spec_decode_metadata is None:
                 drafter.bass_catch_up = debt.settle(req_ids, starts,
                                                     self.input_batch.token_ids_cpu)

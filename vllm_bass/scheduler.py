@@ -19,6 +19,7 @@ scheduler already ships.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import astuple
 
@@ -43,6 +44,11 @@ class BassScheduler(Scheduler):
         self.bass_costs = StepCostEstimator()
         # (start time, batch, verified draft tokens, end time or None) of the step in flight
         self._bass_step: list | None = None
+        # Diagnostics: VLLM_BASS_STEP_TRACE=FILE appends
+        # "start_s,batch,draft_steps,verify_tokens,ms"
+        # for every timed step (what the cost model is fitted to).
+        trace = os.environ.get("VLLM_BASS_STEP_TRACE")
+        self._bass_trace = open(trace, "a", buffering=1) if trace else None
 
     def schedule(self, *args, **kwargs):
         self._bass_finish_step(draft_steps=0)  # no drafts came back for the last step
@@ -74,3 +80,6 @@ class BassScheduler(Scheduler):
         if step is not None and step[3] is not None:
             start, batch, verify_tokens, end = step
             self.bass_costs.observe(batch, draft_steps, verify_tokens, end - start)
+            if self._bass_trace is not None:
+                self._bass_trace.write(f"{start:.6f},{batch},{draft_steps},{verify_tokens},"
+                                       f"{(end - start) * 1e3:.4f}\n")

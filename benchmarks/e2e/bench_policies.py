@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import sys
@@ -105,6 +106,9 @@ def main() -> None:
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--configs", default=DEFAULT_CONFIGS, help=f"from {','.join(CONFIGS)}")
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs / torch.compile")
+    ap.add_argument("--warmup-tokens", type=int, default=256)
+    ap.add_argument("--trace-dir", help="write each engine's per-step trace here "
+                    "(VLLM_BASS_STEP_TRACE)")
     ap.add_argument("--pair", choices=("embedded", "llama7b"), default="embedded")
     ap.add_argument("--alpha", type=float, default=0.8,
                     help="synthetic per-token acceptance for --pair llama7b")
@@ -115,7 +119,9 @@ def main() -> None:
         load = {"load_format": "dummy", "model": target, "gpu_memory_utilization": 0.85}
     sizes = [int(b) for b in args.batch_sizes.split(",")]
     sampling = {"temperature": 0.0, "max_tokens": args.max_tokens, "ignore_eos": True}
-    jobs = [{"prompts": PROMPTS[:4], "sampling": dict(sampling, max_tokens=16)}]  # warm-up
+    # warm-up: long enough for the one-time costs of every step shape (Triton JIT of the
+    # kernels' specialisations, lazily compiled graphs) that a serving engine pays once
+    jobs = [{"prompts": PROMPTS, "sampling": dict(sampling, max_tokens=args.warmup_tokens)}]
     for bs in sizes:
         prompts = [PROMPTS[i % len(PROMPTS)] for i in range(bs)]
         jobs += [{"prompts": prompts, "sampling": sampling}] * 2  # 2 repeats, best kept
@@ -132,6 +138,8 @@ def main() -> None:
                 spec = synthetic(spec, float(alpha or args.alpha))
             kwargs["speculative_config"] = spec
         t0 = time.time()
+        if args.trace_dir:
+            os.environ["VLLM_BASS_STEP_TRACE"] = f"{args.trace_dir}/{name}.csv"
         out = run_engine(kwargs, jobs, metrics=True, log_path=f"{args.out}_{name}.log")
         print(f"{name}: engine run {time.time() - t0:.0f}s", flush=True)
         raw[name] = out

@@ -226,3 +226,24 @@ def test_forced_off_cycle_test_aid():
     assert with_test_off_cycle(bare, {}) is bare
     p = with_test_off_cycle(bare, {"VLLM_BASS_TEST_OFF_CYCLE": "2,3"})
     assert [p.plan(["a"]).batch_length for _ in range(10)] == [3, 3, 0, 0, 0] * 2
+
+
+def test_failed_probes_back_off_and_an_accepted_one_resets():
+    """A draft that stays useless is probed ever more rarely (16, 32, 64, ... up to the
+    cap); one accepted probe brings the interval back to 16."""
+    p = AutoOff(FixedDraftLength(4), cfg("fixed"), COST)
+    for _ in range(20):
+        p.observe([Verified(r, 4, 0) for r in REQS])
+    gaps = []
+    for _ in range(6):
+        steps = 1
+        while p.plan(REQS).batch_length == 0:
+            p.observe([])
+            steps += 1
+        gaps.append(steps)
+        p.observe([Verified(r, 1, 0) for r in REQS])  # the probe: rejected
+    assert gaps == [16, 32, 64, 128, 256, 256]
+    while p.plan(REQS).batch_length == 0:
+        p.observe([])
+    p.observe([Verified(r, 1, 1) for r in REQS])  # accepted
+    assert p.probe_interval == 16

@@ -22,6 +22,7 @@ from vllm_bass.proposer.cost_model import StepCostModel
 from vllm_bass.proposer.policies import DraftLengthPolicy, DraftPlan, Verified
 
 PROBE_INTERVAL = 16  # consecutive off-steps before one probing step
+MAX_PROBE_INTERVAL = 256  # after failed probes the interval doubles up to this
 MEASURE_OFF_INTERVAL = 8  # consecutive on-steps before one measuring off-step, when needed
 
 
@@ -62,11 +63,16 @@ class ProbeSchedule:
     """Exploration both ways: every `interval`-th consecutive off-step is a probe that drafts;
     when `need_off_sample` (set each step from the scheduler's cost estimator) says plain
     decoding is not measured for this batch size, every `measure_interval`-th consecutive
-    on-step is taken off."""
+    on-step is taken off. A probe costs more than the plain step it replaces (a draft pass,
+    the draft's KV catch-up and a verification); a probe whose draft was rejected doubles
+    the interval (up to `max_interval`), an accepted one or speculation resuming resets it,
+    so a draft that stays useless costs ever less and a recovered one is found quickly."""
 
     def __init__(self, interval: int = PROBE_INTERVAL,
-                 measure_interval: int = MEASURE_OFF_INTERVAL):
-        self.interval = interval
+                 measure_interval: int = MEASURE_OFF_INTERVAL,
+                 max_interval: int = MAX_PROBE_INTERVAL):
+        self.base_interval = self.interval = interval
+        self.max_interval = max_interval
         self.measure_interval = measure_interval
         self.steps_off = 0
         self.steps_on = 0
@@ -83,9 +89,14 @@ class ProbeSchedule:
             return True
         return False
 
+    def probe_result(self, accepted: bool) -> None:
+        self.interval = (self.base_interval if accepted
+                         else min(2 * self.interval, self.max_interval))
+
     def probe_due(self, off: bool) -> bool:
         if not off:
             self.steps_off = 0
+            self.interval = self.base_interval
             return False
         self.steps_off += 1
         if self.steps_off >= self.interval:
@@ -136,7 +147,9 @@ class AutoOff(DraftLengthPolicy):
         if not verified:  # an off-step: nothing was drafted
             return
         self.estimates.observe(verified)
-        if not self._probed:  # a probe's one-token draft says nothing about the inner length
+        if self._probed:  # a probe's one-token draft says nothing about the inner length
+            self.probes.probe_result(all(v.num_accepted == v.num_draft for v in verified))
+        else:
             self.inner.observe(verified)
 
     def forget(self, req_id: str) -> None:

@@ -35,6 +35,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         # auto_off=False keeps every sequence drafting at least one token
         self.min_length = 0 if bass_config.auto_off else 1
         self.probes = ProbeSchedule()  # all lengths 0: probe with length 1 now and then
+        self._probed = False
 
     @property
     def probe_interval(self) -> int:
@@ -45,6 +46,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
 
     def observe(self, verified: list[Verified]) -> None:
         self.estimates.observe(verified)
+        if self._probed and verified:
+            self.probes.probe_result(all(v.num_accepted == v.num_draft for v in verified))
 
     def forget(self, req_id: str) -> None:
         self.estimates.forget(req_id)
@@ -84,7 +87,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
         lengths = [max(self.min_length, n) for n in
                    self.best_lengths([self.alpha(r) for r in req_ids])]
         off = bool(req_ids) and not any(lengths)
-        if self.probes.probe_due(off):
+        self._probed = self.probes.probe_due(off)
+        if self._probed:
             lengths = [1] * len(req_ids)  # re-measure acceptance now and then
         elif self.min_length == 0 and self.probes.measure_off_due(off):
             lengths = [0] * len(req_ids)  # measure what plain decoding costs
