@@ -11,14 +11,15 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow,
 
 
 def test_greedy_with_bass_attention_backend_on_target_and_draft(tmp_path):
-    """`--spec-worker bass` on CUDA runs our Triton attention (vLLM's CUSTOM backend) for
-    target and draft without being asked: its log says so, and BASS output equals plain
-    decoding on the same backend."""
+    """`attention: "bass"` on CUDA runs our Triton attention (vLLM's CUSTOM backend) for
+    target and draft: its log says so, and BASS output equals plain decoding on the same
+    backend."""
     custom = {"attention_config": {"backend": "CUSTOM"}}
     plain = run_engine(base_engine_kwargs(**custom), JOBS[:3])
     log = tmp_path / "bass.log"
     got = run_engine(base_engine_kwargs(speculative_config=bass_spec(
-        num_speculative_tokens=8)), JOBS[:3], metrics=True, log_path=str(log))
+        num_speculative_tokens=8, attention="bass")), JOBS[:3], metrics=True,
+        log_path=str(log))
     assert "BASS Triton attention (CUSTOM backend) in use" in log.read_text()
     for want, have in zip(plain["results"], got["results"]):
         assert have["token_ids"] == want["token_ids"]

@@ -60,9 +60,12 @@ class BassConfig:
     acceptance_ema: float = 0.2
     # Attention on CUDA: "bass" runs our Triton kernels (vLLM's CUSTOM backend) for target
     # and draft wherever the model allows it and no backend was chosen explicitly
-    # (--attention-backend / the speculative config's attention_backend win); "vllm" leaves
-    # the choice to vLLM. CPU always uses vLLM's CPU attention.
-    attention: Literal["bass", "vllm"] = "bass"
+    # (--attention-backend / the speculative config's attention_backend win); "vllm" (the
+    # default) leaves the choice to vLLM. Not the default because the backend has no CUDA
+    # graph support yet: in the engine a Llama-2-7B-shape plain step took 14 ms with it
+    # against 5.9 ms with FA3 under full graphs (H100; benchmarks/results/e2e_llama7b_*).
+    # CPU always uses vLLM's CPU attention.
+    attention: Literal["bass", "vllm"] = "vllm"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -34,8 +34,8 @@ from vllm_bass.utils.isolated_engine import (  # noqa: E402
 )
 from tests.prompts import PROMPTS  # noqa: E402
 
-# name: (speculative config or None, engine overrides). On CUDA, `--spec-worker bass` runs
-# our Triton attention (CUSTOM backend) by default; `*_vllm_attn` keeps vLLM's choice.
+# name: (speculative config or None, engine overrides). `*_bass_attn`: our Triton attention
+# (CUSTOM backend) for target and draft (the option attention="bass"); else vLLM's choice.
 CUSTOM_ATTN = {"attention_config": {"backend": "CUSTOM"}}
 CONFIGS = {
     "plain": (None, {}),
@@ -46,11 +46,12 @@ CONFIGS = {
     # vLLM's own draft-model speculation with the same K as `fixed`
     "vllm_draft_model": ({"method": "draft_model", "num_speculative_tokens": 5}, {}),
     "plain_triton_attn": (None, CUSTOM_ATTN),
-    "bass_vllm_attn": ({"method": "bass", "draft_length_policy": "bass", "attention": "vllm"}, {}),
-    "fixed_vllm_attn": ({"method": "bass", "draft_length_policy": "fixed",
-                         "num_speculative_tokens": 5, "attention": "vllm"}, {}),
+    "bass_bass_attn": ({"method": "bass", "draft_length_policy": "bass", "attention": "bass"},
+                       {}),
+    "fixed_bass_attn": ({"method": "bass", "draft_length_policy": "fixed",
+                         "num_speculative_tokens": 5, "attention": "bass"}, {}),
     # vLLM's choice for the target, our Triton attention for the draft only
-    "bass_draft_attn": ({"method": "bass", "draft_length_policy": "bass", "attention": "vllm",
+    "bass_draft_attn": ({"method": "bass", "draft_length_policy": "bass",
                          "attention_backend": "CUSTOM"}, {}),
 }
 DEFAULT_CONFIGS = "plain,fixed,bass,per_request,vllm_draft_model"
@@ -178,8 +179,8 @@ def main() -> None:
         if args.pair != "embedded":
             continue  # synthetic acceptance is not lossless by design; dummy weights anyway
         spec, engine = CONFIGS[r["config"].partition("@")[0]]
-        custom = bool(engine) or (cuda and spec is not None and spec["method"] == "bass"
-                                  and spec.get("attention", "bass") == "bass")
+        custom = bool(engine) or (cuda and spec is not None
+                                  and spec.get("attention") == "bass")
         ref = "plain_triton_attn" if custom else "plain"
         r["greedy_reference"] = ref
         if ref in raw:

@@ -1,7 +1,7 @@
-"""`--spec-worker bass` on CUDA runs our Triton attention (vLLM's CUSTOM backend) for target
-and draft by default; explicit choices win; models the kernels do not cover keep vLLM's
-backend; CPU keeps vLLM's CPU attention. One body for CPU and GPU: the expectation follows
-the platform."""
+"""`attention: "bass"` runs our Triton attention (vLLM's CUSTOM backend) for target and draft
+on CUDA; the default ("vllm") leaves vLLM's choice; explicit backends win; models the kernels
+do not cover keep vLLM's backend; CPU keeps vLLM's CPU attention. One body for CPU and GPU:
+the expectation follows the platform."""
 
 import json
 from types import SimpleNamespace
@@ -52,13 +52,14 @@ def _backends(cfg):
     return tuple(None if b is None else b.name for b in names)
 
 
-def test_bass_attention_by_default_on_cuda_only():
+def test_bass_attention_on_request_on_cuda_only():
     want = ("CUSTOM", "CUSTOM") if on_gpu() else (None, None)
-    assert _backends(_config()) == want
-    assert _backends(_config({"attention": "vllm"})) == (None, None)
+    assert _backends(_config({"attention": "bass"})) == want
+    assert _backends(_config()) == (None, None)  # default: vLLM chooses
 
 
 @pytest.mark.skipif(not on_gpu(), reason="backend choice applies on CUDA")
 def test_explicit_backends_win():
-    cfg = _config({"attention_backend": "TRITON_ATTN"}, attention_backend="FLASH_ATTN")
+    cfg = _config({"attention": "bass", "attention_backend": "TRITON_ATTN"},
+                  attention_backend="FLASH_ATTN")
     assert _backends(cfg) == ("FLASH_ATTN", "TRITON_ATTN")

@@ -61,3 +61,18 @@ def test_prior_until_enough_samples_and_per_bucket():
     assert est.model_for(8) is prior
     assert est.model_for(64) is prior
     assert batch_bucket(5) == batch_bucket(8) == 8 and batch_bucket(9) == 16
+
+
+def test_one_time_stalls_do_not_move_the_model():
+    """JIT compiles and lazily captured graphs make a few steps 10-100x slower once."""
+    rng = random.Random(2)
+    clean, stalled = StepCostEstimator(), StepCostEstimator()
+    for i in range(200):
+        k = [0, 3, 6][i % 3]
+        t = (0.006 + 0.001 * k) * rng.uniform(0.98, 1.02)
+        clean.observe(8, k, 0, t)
+        stalled.observe(8, k, 0, t * (80 if i in (20, 57, 130) else 1))
+    assert stalled.outliers == 3
+    for k in (0, 3, 6):
+        assert stalled.model_for(8).time_for(k, 0) == pytest.approx(
+            clean.model_for(8).time_for(k, 0), rel=0.02)

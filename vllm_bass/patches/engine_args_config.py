@@ -179,9 +179,9 @@ def validate_draft_against_target(vllm_config: Any, cfg: BassConfig) -> None:
 
 
 def choose_attention_backends(vllm_config: Any, cfg: BassConfig) -> None:
-    """`attention: bass` on CUDA: our Triton backend (vLLM's CUSTOM slot) for target and
-    draft, each unless a backend was chosen for it or its model needs what the kernels do
-    not implement (then vLLM chooses, and the log says why)."""
+    """`attention: bass` (opt-in) on CUDA: our Triton backend (vLLM's CUSTOM slot) for
+    target and draft, each unless a backend was chosen for it or its model needs what the
+    kernels do not implement (then vLLM chooses, and the log says why)."""
     from vllm.platforms import current_platform
 
     if cfg.attention != "bass" or not current_platform.is_cuda():

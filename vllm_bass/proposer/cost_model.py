@@ -43,6 +43,7 @@ class StepCostModel:
                 + self.per_verify_token * total)
 
 
+OUTLIER_FACTOR = 4.0  # a step this many times its predicted time is a stall, not a cost
 PRIOR_COSTS = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.01,
                             draft_pass=0.05)
 
@@ -69,6 +70,7 @@ class StepCostEstimator:
         self.prior_strength = prior_strength
         self.min_weight = min_weight
         self.fits: dict[int, _Fit] = {}
+        self.outliers = 0  # steps left out as one-time stalls
 
     def observe(self, batch: int, draft_steps: int, verify_tokens: int, seconds: float) -> None:
         if batch <= 0 or seconds <= 0 or not math.isfinite(seconds):
@@ -76,6 +78,13 @@ class StepCostEstimator:
         fit = self.fits.setdefault(batch_bucket(batch), _Fit(np.zeros((4, 4)), np.zeros(4)))
         drafted = 1.0 if draft_steps > 0 else 0.0
         x = np.array([1.0, drafted, float(draft_steps), float(verify_tokens)])
+        if fit.weight >= self.min_weight:
+            # one-time stalls (a kernel JIT-compiled for a new shape, a lazily captured graph,
+            # a GC pause) are not step costs: a step far above the model is left out
+            predicted = float(self._theta(fit) @ x)
+            if predicted > 0 and seconds > OUTLIER_FACTOR * predicted:
+                self.outliers += 1
+                return
         fit.off_weight = fit.off_weight * self.forget + (1.0 - drafted)
         fit.xtx = self.forget * fit.xtx + np.outer(x, x)
         fit.xty = self.forget * fit.xty + x * seconds
@@ -88,18 +97,22 @@ class StepCostEstimator:
         fit = self.fits.get(batch_bucket(batch))
         if fit is None or fit.weight < self.min_weight:
             return self.prior
-        p = self.prior
-        shape = np.array([p.base, p.draft_pass, p.per_draft_step, p.per_verify_token])
-        mean_x = fit.xtx[0] / fit.xtx[0, 0]
-        theta0 = shape * (fit.mean_time / float(shape @ mean_x))  # prior, scaled to the data
-        ridge = self.prior_strength * np.eye(4)
-        theta = np.linalg.solve(fit.xtx + ridge, fit.xty + ridge @ theta0)
+        theta = self._theta(fit)
         a = theta[0]
         if not a > 0:
             return self.prior
         return StepCostModel(base=1.0, per_draft_step=max(float(theta[2] / a), 1e-4),
                              per_verify_token=max(float(theta[3] / a), 0.0),
                              draft_pass=max(float(theta[1] / a), 0.0))
+
+    def _theta(self, fit: _Fit) -> np.ndarray:
+        """Absolute costs (seconds) [base, draft_pass, per_draft_step, per_verify_token]."""
+        p = self.prior
+        shape = np.array([p.base, p.draft_pass, p.per_draft_step, p.per_verify_token])
+        mean_x = fit.xtx[0] / fit.xtx[0, 0]
+        theta0 = shape * (fit.mean_time / float(shape @ mean_x))  # prior, scaled to the data
+        ridge = self.prior_strength * np.eye(4)
+        return np.linalg.solve(fit.xtx + ridge, fit.xty + ridge @ theta0)
 
     def off_weight(self, batch: int) -> float:
         """Decayed number of measured steps without drafting in this batch size's bucket."""
