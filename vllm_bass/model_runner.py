@@ -55,6 +55,10 @@ class BassModelRunnerMixin:
             self.rejection_sampler = BassRejectionSampler(
                 self.sampler, self.speculative_config, bass_config, self.device)
         self._bass_known_reqs: set[str] = set()
+        from vllm_bass.utils.phase_trace import PhaseTrace
+
+        self._bass_trace = PhaseTrace.from_env(
+            use_cuda=torch.cuda.is_available() and str(getattr(self, "device", "")) != "cpu")
         if bass_config.draft_length_policy != "fixed" or bass_config.auto_off:
             self._bass_graph_one_token_decode()
         if getattr(self, "drafter", None) is not None:
@@ -71,9 +75,30 @@ class BassModelRunnerMixin:
         self.uniform_decode_query_len = 1
         dispatcher.uniform_decode_query_len = 1
 
-    def propose_draft_token_ids(self, scheduler_output, sampled_token_ids, sampling_metadata,
-                                hidden_states, sample_hidden_states, aux_hidden_states,
-                                spec_decode_metadata, common_attn_metadata, slot_mappings):
+    def execute_model(self, scheduler_output, *args, **kwargs):
+        trace = self._bass_trace
+        if trace is None:
+            return super().execute_model(scheduler_output, *args, **kwargs)
+        trace.finish_step(len(self.input_batch.req_ids), self.bass_plan.batch_length)
+        token = trace.begin("forward")
+        try:
+            return super().execute_model(scheduler_output, *args, **kwargs)
+        finally:
+            trace.end(token)
+
+    def propose_draft_token_ids(self, *args, **kwargs):
+        trace = self._bass_trace
+        if trace is None:
+            return self._bass_propose(*args, **kwargs)
+        token = trace.begin("draft")
+        try:
+            return self._bass_propose(*args, **kwargs)
+        finally:
+            trace.end(token)
+
+    def _bass_propose(self, scheduler_output, sampled_token_ids, sampling_metadata,
+                      hidden_states, sample_hidden_states, aux_hidden_states,
+                      spec_decode_metadata, common_attn_metadata, slot_mappings):
         req_ids = list(self.input_batch.req_ids)
         if spec_decode_metadata is not None:
             num_draft = list(spec_decode_metadata.num_draft_tokens)
@@ -144,7 +169,13 @@ class BassModelRunnerMixin:
         sampler = getattr(self, "rejection_sampler", None)
         if sampler is not None and hasattr(sampler, "current_req_ids"):
             sampler.current_req_ids = list(self.input_batch.req_ids)  # synthetic groups by id
-        return super()._sample(logits, spec_decode_metadata)
+        if self._bass_trace is None:
+            return super()._sample(logits, spec_decode_metadata)
+        token = self._bass_trace.begin("sample")
+        try:
+            return super()._sample(logits, spec_decode_metadata)
+        finally:
+            self._bass_trace.end(token)
 
     def take_draft_token_ids(self):
         drafts = super().take_draft_token_ids()

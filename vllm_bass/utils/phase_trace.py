@@ -1,0 +1,64 @@
+"""Diagnostics: where a BASS step's time goes, per runner phase.
+
+With `VLLM_BASS_STEP_TRACE=FILE`, the runner appends to `FILE.runner` one line per step:
+`start_s,num_reqs,verified_length,forward_cpu_ms,sample_cpu_ms,draft_cpu_ms,forward_gpu_ms,
+sample_gpu_ms,draft_gpu_ms` (verified_length: the draft length this step verifies) -- host time spent in each phase (Python + launches) and the
+device time between CUDA events at the phase boundaries (read one step late, so no sync is
+added). Off by default; nothing is recorded without the variable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+PHASES = ("forward", "sample", "draft")
+
+
+class PhaseTrace:
+    def __init__(self, path: str, use_cuda: bool):
+        self.file = open(path, "a", buffering=1)
+        self.use_cuda = use_cuda
+        self.pending: list | None = None  # the previous step, its events not yet read
+        self._reset()
+
+    @classmethod
+    def from_env(cls, use_cuda: bool) -> "PhaseTrace | None":
+        path = os.environ.get("VLLM_BASS_STEP_TRACE")
+        return cls(path + ".runner", use_cuda) if path else None
+
+    def _reset(self) -> None:
+        self.start = time.perf_counter()
+        self.cpu = dict.fromkeys(PHASES, 0.0)
+        self.events: dict[str, tuple] = {}
+        self.num_reqs = 0
+        self.drafted = 0
+
+    def begin(self, phase: str):
+        ev = None
+        if self.use_cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+        return phase, time.perf_counter(), ev
+
+    def end(self, token) -> None:
+        phase, t0, ev0 = token
+        self.cpu[phase] += (time.perf_counter() - t0) * 1e3
+        if ev0 is not None:
+            ev1 = torch.cuda.Event(enable_timing=True)
+            ev1.record()
+            self.events[phase] = (ev0, ev1)
+
+    def finish_step(self, num_reqs: int, drafted: int) -> None:
+        """Called at the start of the next step: write the previous one."""
+        if self.pending is not None:
+            start, n, d, cpu, events = self.pending
+            gpu = [events[p][0].elapsed_time(events[p][1]) if p in events else 0.0
+                   for p in PHASES]
+            self.file.write(",".join([f"{start:.6f}", str(n), str(d)]
+                                     + [f"{cpu[p]:.3f}" for p in PHASES]
+                                     + [f"{g:.3f}" for g in gpu]) + "\n")
+        self.pending = [self.start, num_reqs, drafted, self.cpu, self.events]
+        self._reset()
