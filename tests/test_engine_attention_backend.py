@@ -24,3 +24,12 @@ def test_greedy_with_bass_attention_backend_on_target_and_draft(tmp_path):
     for want, have in zip(plain["results"], got["results"]):
         assert have["token_ids"] == want["token_ids"]
     assert metric(got["metrics"], "vllm:spec_decode_num_accepted_tokens") > 0
+
+
+def test_explicit_backends_win():
+    """With attention="bass", backends the user names for target and draft are kept."""
+    from tests.patches.test_attention_default import _backends, _config
+
+    cfg = _config({"attention": "bass", "attention_backend": "TRITON_ATTN"},
+                  attention_backend="FLASH_ATTN")
+    assert _backends(cfg) == ("FLASH_ATTN", "TRITON_ATTN")

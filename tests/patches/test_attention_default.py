@@ -56,10 +56,3 @@ def test_bass_attention_on_request_on_cuda_only():
     want = ("CUSTOM", "CUSTOM") if on_gpu() else (None, None)
     assert _backends(_config({"attention": "bass"})) == want
     assert _backends(_config()) == (None, None)  # default: vLLM chooses
-
-
-@pytest.mark.skipif(not on_gpu(), reason="backend choice applies on CUDA")
-def test_explicit_backends_win():
-    cfg = _config({"attention": "bass", "attention_backend": "TRITON_ATTN"},
-                  attention_backend="FLASH_ATTN")
-    assert _backends(cfg) == ("FLASH_ATTN", "TRITON_ATTN")
