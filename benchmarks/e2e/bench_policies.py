@@ -50,6 +50,14 @@ CONFIGS = {
                        {}),
     "fixed_bass_attn": ({"method": "bass", "draft_length_policy": "fixed",
                          "num_speculative_tokens": 5, "attention": "bass"}, {}),
+    # every batch (ragged verification included) under full CUDA graphs: FA3 declares
+    # AttentionCGSupport.ALWAYS; vLLM's default FULL_AND_PIECEWISE runs them piecewise
+    "bass_full_graphs": ({"method": "bass", "draft_length_policy": "bass"},
+                         {"compilation_config": {"cudagraph_mode": "FULL"}}),
+    "fixed_full_graphs": ({"method": "bass", "draft_length_policy": "fixed",
+                           "num_speculative_tokens": 5},
+                          {"compilation_config": {"cudagraph_mode": "FULL"}}),
+    "plain_full_graphs": (None, {"compilation_config": {"cudagraph_mode": "FULL"}}),
     # vLLM's choice for the target, our Triton attention for the draft only
     "bass_draft_attn": ({"method": "bass", "draft_length_policy": "bass",
                          "attention_backend": "CUSTOM"}, {}),
@@ -179,8 +187,8 @@ def main() -> None:
         if args.pair != "embedded":
             continue  # synthetic acceptance is not lossless by design; dummy weights anyway
         spec, engine = CONFIGS[r["config"].partition("@")[0]]
-        custom = bool(engine) or (cuda and spec is not None
-                                  and spec.get("attention") == "bass")
+        custom = engine == CUSTOM_ATTN or (cuda and spec is not None
+                                           and spec.get("attention") == "bass")
         ref = "plain_triton_attn" if custom else "plain"
         r["greedy_reference"] = ref
         if ref in raw:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 PLACEHOLDER_TOKEN_ID = -1
@@ -60,6 +61,20 @@ def draw_randomness(num_draft_tokens: list[int], vocab_size: int,
     return SpeculationRandomness(uniforms, noise)
 
 
+def _ragged_layout(num_draft_tokens: list[int], device: torch.device):
+    """(request of each draft token, its position in the request's draft, counts) on
+    `device`, built on the host and moved in one copy."""
+    counts = np.asarray(num_draft_tokens, dtype=np.int64)
+    total = int(counts.sum())
+    req = np.repeat(np.arange(len(counts)), counts)
+    pos = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    host = torch.from_numpy(np.concatenate([req, pos, counts]))
+    if device.type == "cuda":
+        host = host.pin_memory()
+    both = host.to(device, non_blocking=True)
+    return both[:total], both[total:2 * total], both[2 * total:]
+
+
 def rejection_sample(
     draft_token_ids: torch.Tensor,      # [T] int
     num_draft_tokens: list[int],        # [B], ragged (0 allowed)
@@ -70,8 +85,13 @@ def rejection_sample(
     randomness: SpeculationRandomness | None,
     synthetic_conditional_rates: torch.Tensor | None = None,  # [B, S] accept prob per pos
     max_spec_len: int | None = None,
+    all_greedy: bool | None = None,     # host-known `is_greedy.all()` (saves a device sync)
 ) -> torch.Tensor:
-    """Returns [B, max_spec_len + 1] int32 token ids, PLACEHOLDER_TOKEN_ID after the end."""
+    """Returns [B, max_spec_len + 1] int32 token ids, PLACEHOLDER_TOKEN_ID after the end.
+
+    Runs every verification step, so it avoids device->host syncs: the ragged layout is
+    built on the host and copied once, and no branch reads a device value (except
+    `is_greedy.all()` when the caller does not say `all_greedy`)."""
     device = target_logits.device
     batch = len(num_draft_tokens)
     num_tokens = int(draft_token_ids.shape[0])
@@ -83,19 +103,16 @@ def rejection_sample(
     bonus = bonus_token_ids.reshape(batch).to(torch.int32)
     out = torch.full((batch, spec_len + 1), PLACEHOLDER_TOKEN_ID, dtype=torch.int32,
                      device=device)
-    counts = torch.tensor(num_draft_tokens, dtype=torch.long, device=device)
     if num_tokens == 0:
         out[:, 0] = bonus
         return out
-
-    req_of_token = torch.repeat_interleave(torch.arange(batch, device=device), counts)
-    starts = torch.cumsum(counts, 0) - counts
-    pos_of_token = torch.arange(num_tokens, device=device) - starts[req_of_token]
+    req_of_token, pos_of_token, counts = _ragged_layout(num_draft_tokens, device)
     # A negative draft id (vLLM's placeholder for a missing / invalid draft) is a rejection.
     valid_draft = draft_token_ids >= 0
     draft = draft_token_ids.to(torch.long).clamp_min(0)
     greedy_tok = is_greedy.to(device=device, dtype=torch.bool)[req_of_token]
-    all_greedy = bool(greedy_tok.all())
+    if all_greedy is None:
+        all_greedy = bool(greedy_tok.all())
 
     target_argmax = target_logits.argmax(dim=-1)
     accept = draft == target_argmax
@@ -115,9 +132,7 @@ def rejection_sample(
             q_x = q.gather(1, draft[:, None]).squeeze(1)
             residual = (p - q).clamp_min_(0.0)
         # p == q leaves no residual mass; rejection then has probability 0, but keep p.
-        empty = residual.sum(-1) <= 0
-        if bool(empty.any()):
-            residual[empty] = p[empty]
+        residual = torch.where((residual.sum(-1) <= 0)[:, None], p, residual)
         noise = randomness.recovery_noise.to(torch.float64)[req_of_token]
         random_recovered = (residual / noise).argmax(dim=-1)
         random_accept = (q_x > 0) & (p_x >= randomness.uniforms.to(torch.float64) * q_x)

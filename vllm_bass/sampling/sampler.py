@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import torch
 from vllm.v1.outputs import SamplerOutput
 from vllm.v1.sample.rejection_sampler import MAX_SPEC_LEN, RejectionSampler
@@ -39,16 +40,19 @@ def process_target_logits(logits: torch.Tensor, sampling_metadata, num_draft_tok
         return logits
     from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p
 
-    counts = torch.tensor(num_draft_tokens, device=logits.device)
+    # the per-token request index, built on the host (repeat_interleave with device counts
+    # would sync to size its output)
+    req_of_token = torch.from_numpy(np.repeat(np.arange(len(num_draft_tokens)),
+                                              num_draft_tokens)).to(logits.device)
     temperature = torch.where(is_greedy, torch.ones_like(sampling_metadata.temperature),
                               sampling_metadata.temperature)
-    logits = logits / torch.repeat_interleave(temperature, counts).unsqueeze(-1).to(logits.dtype)
+    logits = logits / temperature[req_of_token].unsqueeze(-1).to(logits.dtype)
     top_k = sampling_metadata.top_k
     top_p = sampling_metadata.top_p
     if top_k is not None:
-        top_k = torch.repeat_interleave(top_k, counts)
+        top_k = top_k[req_of_token]
     if top_p is not None:
-        top_p = torch.repeat_interleave(top_p, counts)
+        top_p = top_p[req_of_token]
     if top_k is None and top_p is None:
         return logits
     return apply_top_k_top_p(logits, top_k, top_p)
@@ -114,6 +118,7 @@ class BassRejectionSampler(RejectionSampler):
             synthetic_conditional_rates=(self._synthetic_rates(num_reqs)
                                          if self.synthetic_mode else None),
             max_spec_len=metadata.max_spec_len,
+            all_greedy=bool(sampling_metadata.all_greedy),
         )
         logprobs_tensors = None
         if sampling_metadata.max_num_logprobs is not None:
