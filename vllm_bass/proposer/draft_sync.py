@@ -12,7 +12,10 @@ one short prefill per request instead of one pass per step, written to the same 
 Exactness never depends on this (the target verifies every token); a missed catch-up
 could only lower acceptance. Catch-up needs the step to carry no drafts (true right after
 an off-step: nothing was drafted) and the extended first pass to fit the drafter's token
-buffer; otherwise the runner does not skip.
+buffer; otherwise the runner does not skip. Known gaps, both acceptance-only: a request owed
+KV in a step that also verifies other requests' drafts (only when the token budget left it
+unscheduled across an off->on switch) keeps its gap; with prefix caching, a request that
+finishes while off leaves draft-KV gaps in its cached blocks for whoever reuses them.
 """
 
 from __future__ import annotations
