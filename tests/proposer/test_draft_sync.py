@@ -93,3 +93,28 @@ def test_extend_queries_layout_small():
     # originals are 0..3, missed tokens 4..6 (two for request 0, one for request 2)
     assert source.tolist() == [4, 5, 0, 1, 2, 6, 3]
     assert missed.tolist() == [3, 4, 2]
+
+
+def test_runner_skips_the_draft_only_in_pure_decoding_within_the_buffer():
+    """Off-steps skip the draft pass only when every request decodes (1 token + its drafts)
+    and the catch-up they leave still fits one first pass of the drafter."""
+    from types import SimpleNamespace
+
+    from vllm_bass.model_runner import BassModelRunnerMixin
+
+    may_skip = BassModelRunnerMixin._bass_may_skip_draft
+    drafter = SimpleNamespace(max_num_tokens=64)
+    debt = DraftKVDebt()
+    reqs, starts = ["a", "b"], np.array([100, 200])
+
+    def out(scheduled, spec=None):
+        return SimpleNamespace(num_scheduled_tokens=dict(zip(reqs, scheduled)),
+                               scheduled_spec_decode_tokens=spec or {})
+
+    assert may_skip(out([1, 1]), reqs, starts, debt, drafter)
+    assert may_skip(out([4, 1], {"a": [7, 8, 9]}), reqs, starts, debt, drafter)
+    assert not may_skip(out([1, 37]), reqs, starts, debt, drafter), "b is prefilling"
+    debt.record_skip(reqs, starts - 29)  # 29 positions owed by each, 30 after this step
+    assert may_skip(out([1, 1]), reqs, starts, debt, drafter)  # 2 * 30 + 2 * 2 <= 64
+    debt.record_skip(reqs, starts - 30)
+    assert not may_skip(out([1, 1]), reqs, starts, debt, drafter)  # 2 * 31 + 2 * 2 > 64
