@@ -60,6 +60,7 @@ class _Fit:
     weight: float = 0.0
     mean_time: float = 0.0
     off_weight: float = 0.0  # decayed count of steps that did not draft
+    theta: np.ndarray | None = None  # the solved costs, until the next observation
 
 
 class StepCostEstimator:
@@ -85,6 +86,7 @@ class StepCostEstimator:
             if predicted > 0 and seconds > OUTLIER_FACTOR * predicted:
                 self.outliers += 1
                 return
+        fit.theta = None
         fit.off_weight = fit.off_weight * self.forget + (1.0 - drafted)
         fit.xtx = self.forget * fit.xtx + np.outer(x, x)
         fit.xty = self.forget * fit.xty + x * seconds
@@ -106,7 +108,14 @@ class StepCostEstimator:
                              draft_pass=max(float(theta[1] / a), 0.0))
 
     def _theta(self, fit: _Fit) -> np.ndarray:
-        """Absolute costs (seconds) [base, draft_pass, per_draft_step, per_verify_token]."""
+        """Absolute costs (seconds) [base, draft_pass, per_draft_step, per_verify_token];
+        solved once per observation (the scheduler asks for it every step, the outlier check
+        again after the step)."""
+        if fit.theta is None:
+            fit.theta = self._solve(fit)
+        return fit.theta
+
+    def _solve(self, fit: _Fit) -> np.ndarray:
         p = self.prior
         shape = np.array([p.base, p.draft_pass, p.per_draft_step, p.per_verify_token])
         mean_x = fit.xtx[0] / fit.xtx[0, 0]
