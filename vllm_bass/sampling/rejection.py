@@ -61,7 +61,7 @@ def draw_randomness(num_draft_tokens: list[int], vocab_size: int,
     return SpeculationRandomness(uniforms, noise)
 
 
-def _ragged_layout(num_draft_tokens: list[int], device: torch.device):
+def ragged_layout(num_draft_tokens: list[int], device: torch.device):
     """(request of each draft token, its position in the request's draft, counts) on
     `device`, built on the host and moved in one copy."""
     counts = np.asarray(num_draft_tokens, dtype=np.int64)
@@ -86,6 +86,7 @@ def rejection_sample(
     synthetic_conditional_rates: torch.Tensor | None = None,  # [B, S] accept prob per pos
     max_spec_len: int | None = None,
     all_greedy: bool | None = None,     # host-known `is_greedy.all()` (saves a device sync)
+    layout: tuple[torch.Tensor, ...] | None = None,  # `ragged_layout`, when the caller has it
 ) -> torch.Tensor:
     """Returns [B, max_spec_len + 1] int32 token ids, PLACEHOLDER_TOKEN_ID after the end.
 
@@ -106,7 +107,7 @@ def rejection_sample(
     if num_tokens == 0:
         out[:, 0] = bonus
         return out
-    req_of_token, pos_of_token, counts = _ragged_layout(num_draft_tokens, device)
+    req_of_token, pos_of_token, counts = layout or ragged_layout(num_draft_tokens, device)
     # A negative draft id (vLLM's placeholder for a missing / invalid draft) is a rejection.
     valid_draft = draft_token_ids >= 0
     draft = draft_token_ids.to(torch.long).clamp_min(0)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import torch
 from vllm.v1.outputs import SamplerOutput
 from vllm.v1.sample.rejection_sampler import MAX_SPEC_LEN, RejectionSampler
@@ -20,6 +19,7 @@ from vllm_bass.config import BassConfig
 from vllm_bass.sampling.rejection import (
     _SAMPLING_EPS,
     draw_randomness,
+    ragged_layout,
     rejection_sample,
 )
 
@@ -33,17 +33,14 @@ def unconditional_to_conditional(rates: list[float], length: int) -> list[float]
     return out + [0.0] * (length - len(out))
 
 
-def process_target_logits(logits: torch.Tensor, sampling_metadata, num_draft_tokens: list[int],
+def process_target_logits(logits: torch.Tensor, sampling_metadata, req_of_token: torch.Tensor,
                           is_greedy: torch.Tensor) -> torch.Tensor:
-    """Temperature, top-k and top-p per draft token, as the engine's Sampler applies them."""
+    """Temperature, top-k and top-p per draft token, as the engine's Sampler applies them
+    (`req_of_token`: each draft token's request, from `ragged_layout`)."""
     if sampling_metadata.all_greedy:
         return logits
     from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p
 
-    # the per-token request index, built on the host (repeat_interleave with device counts
-    # would sync to size its output)
-    req_of_token = torch.from_numpy(np.repeat(np.arange(len(num_draft_tokens)),
-                                              num_draft_tokens)).to(logits.device)
     temperature = torch.where(is_greedy, torch.ones_like(sampling_metadata.temperature),
                               sampling_metadata.temperature)
     logits = logits / temperature[req_of_token].unsqueeze(-1).to(logits.dtype)
@@ -106,8 +103,10 @@ class BassRejectionSampler(RejectionSampler):
             is_greedy = torch.ones(num_reqs, dtype=torch.bool, device=logits.device)
         else:
             is_greedy = sampling_metadata.temperature < _SAMPLING_EPS
-        target_logits = process_target_logits(target_logits, sampling_metadata,
-                                              metadata.num_draft_tokens, is_greedy)
+        # built on the host and copied once, shared by both steps below
+        layout = ragged_layout(metadata.num_draft_tokens, logits.device)
+        target_logits = process_target_logits(target_logits, sampling_metadata, layout[0],
+                                              is_greedy)
         need_random = self.synthetic_mode or not sampling_metadata.all_greedy
         randomness = (draw_randomness(metadata.num_draft_tokens, target_logits.shape[-1],
                                       sampling_metadata.generators, logits.device)
@@ -119,6 +118,7 @@ class BassRejectionSampler(RejectionSampler):
                                          if self.synthetic_mode else None),
             max_spec_len=metadata.max_spec_len,
             all_greedy=bool(sampling_metadata.all_greedy),
+            layout=layout,
         )
         logprobs_tensors = None
         if sampling_metadata.max_num_logprobs is not None:
