@@ -40,8 +40,8 @@ class BassConfig:
     draft_length_increment: int = 2
     draft_length_shrink_divisor: int = 10
     # Stop drafting when the step cost model and the acceptance estimates predict speculation
-    # is slower than plain decoding (large batches, low acceptance); a probing step every 16
-    # off-steps re-measures acceptance. `bass`/`fixed`: the whole batch, else their own plan
+    # is slower than plain decoding (large batches, low acceptance); a one-token probing step
+    # after 16 off-steps (doubling after each rejected probe, up to 256) re-measures acceptance. `bass`/`fixed`: the whole batch, else their own plan
     # unchanged; `per_request`: per sequence too. False: always draft (at least 1 token).
     auto_off: bool = True
     # How the draft samples its tokens when the request samples (temperature > 0):
@@ -62,8 +62,9 @@ class BassConfig:
     # and draft wherever the model allows it and no backend was chosen explicitly
     # (--attention-backend / the speculative config's attention_backend win); "vllm" (the
     # default) leaves the choice to vLLM. Not the default because the backend has no CUDA
-    # graph support yet: in the engine a Llama-2-7B-shape plain step took 14 ms with it
-    # against 5.9 ms with FA3 under full graphs (H100; benchmarks/results/e2e_llama7b_*).
+    # graph support yet: in the engine a Llama-2-7B-shape step that drafted nothing took
+    # 14 ms with it against 5.89 ms/token for plain decoding on FA3 under full graphs (H100;
+    # benchmarks/results/e2e_llama7b_h100_bass_attn.*, traces/llama7b_bass_attn_bass.csv).
     # CPU always uses vLLM's CPU attention.
     attention: Literal["bass", "vllm"] = "vllm"
     extra: dict[str, Any] = field(default_factory=dict)

@@ -18,7 +18,7 @@ makes every step slower. The pieces here are shared by every draft-length policy
 
 from __future__ import annotations
 
-from vllm_bass.proposer.cost_model import StepCostModel
+from vllm_bass.proposer.cost_model import PRIOR_COSTS, StepCostModel
 from vllm_bass.proposer.policies import DraftLengthPolicy, DraftPlan, Verified
 
 PROBE_INTERVAL = 16  # consecutive off-steps before one probing step
@@ -77,6 +77,7 @@ class ProbeSchedule:
         self.steps_off = 0
         self.steps_on = 0
         self.need_off_sample = False
+        self.probing = False  # the last plan asked of `probe_due` was a probe
 
     def measure_off_due(self, off: bool) -> bool:
         if off:
@@ -89,11 +90,21 @@ class ProbeSchedule:
             return True
         return False
 
-    def probe_result(self, accepted: bool) -> None:
+    def observe_probe(self, verified: list[Verified]) -> bool:
+        """Feed the verification that follows a plan; True when that plan was a probe (its
+        one-token drafts then set the next interval: all accepted reset it, else double)."""
+        if not (self.probing and verified):
+            return False
+        accepted = all(v.num_accepted == v.num_draft for v in verified)
         self.interval = (self.base_interval if accepted
                          else min(2 * self.interval, self.max_interval))
+        return True
 
     def probe_due(self, off: bool) -> bool:
+        self.probing = self._probe_due(off)
+        return self.probing
+
+    def _probe_due(self, off: bool) -> bool:
         if not off:
             self.steps_off = 0
             self.interval = self.base_interval
@@ -134,10 +145,9 @@ class AutoOff(DraftLengthPolicy):
         self.inner = inner
         self.name = inner.name
         self.k_max = bass_config.num_speculative_tokens
-        self.cost = cost or StepCostModel()
+        self.cost = cost or PRIOR_COSTS  # the scheduler replaces it every step
         self.estimates = AcceptanceEstimates(bass_config.acceptance_ema)
         self.probes = ProbeSchedule()
-        self._probed = False  # the last plan was a probe
 
     @property
     def probe_interval(self) -> int:
@@ -147,9 +157,8 @@ class AutoOff(DraftLengthPolicy):
         if not verified:  # an off-step: nothing was drafted
             return
         self.estimates.observe(verified)
-        if self._probed:  # a probe's one-token draft says nothing about the inner length
-            self.probes.probe_result(all(v.num_accepted == v.num_draft for v in verified))
-        else:
+        # a probe's one-token draft says nothing about the inner policy's length
+        if not self.probes.observe_probe(verified):
             self.inner.observe(verified)
 
     def forget(self, req_id: str) -> None:
@@ -168,8 +177,7 @@ class AutoOff(DraftLengthPolicy):
     def plan(self, req_ids: list[str]) -> DraftPlan:
         plan = self.inner.plan(req_ids)
         off = bool(req_ids) and not self.pays(req_ids, plan)
-        self._probed = self.probes.probe_due(off)
-        if self._probed:
+        if self.probes.probe_due(off):
             return DraftPlan(1)  # the cheapest draft that re-measures acceptance
         if self.probes.measure_off_due(off) or off:
             return DraftPlan(0)

@@ -9,7 +9,8 @@ T = base + [any l_i > 0] * draft_pass + per_draft_step * max_i(l_i)
     + per_verify_token * sum_i(l_i), solved exactly for
 the ragged lengths by Dinkelbach iteration (a few passes over batch x K). Auto-off is part of
 the optimum (length 0 when a draft token does not pay; all zeros turn the batch off), with a
-probing step of length 1 every 16 consecutive off-steps (`auto_off.ProbeSchedule`).
+probing step of length 1 after 16 consecutive off-steps, the interval doubling after each
+rejected probe (`auto_off.ProbeSchedule`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from vllm_bass.proposer.auto_off import AcceptanceEstimates, ProbeSchedule
-from vllm_bass.proposer.cost_model import StepCostModel
+from vllm_bass.proposer.cost_model import PRIOR_COSTS, StepCostModel
 from vllm_bass.proposer.policies import DraftLengthPolicy, DraftPlan, Verified
 
 __all__ = ["PerRequestDraftLength", "StepCostModel"]
@@ -29,13 +30,12 @@ class PerRequestDraftLength(DraftLengthPolicy):
     def __init__(self, bass_config, cost: StepCostModel | None = None,
                  prior_alpha: float = 0.6, prior_weight: float = 2.0):
         self.k_max = bass_config.num_speculative_tokens
-        self.cost = cost or StepCostModel()
+        self.cost = cost or PRIOR_COSTS  # the scheduler replaces it every step
         self.estimates = AcceptanceEstimates(bass_config.acceptance_ema, prior_alpha,
                                              prior_weight)
         # auto_off=False keeps every sequence drafting at least one token
         self.min_length = 0 if bass_config.auto_off else 1
         self.probes = ProbeSchedule()  # all lengths 0: probe with length 1 now and then
-        self._probed = False
 
     @property
     def probe_interval(self) -> int:
@@ -46,8 +46,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
 
     def observe(self, verified: list[Verified]) -> None:
         self.estimates.observe(verified)
-        if self._probed and verified:
-            self.probes.probe_result(all(v.num_accepted == v.num_draft for v in verified))
+        self.probes.observe_probe(verified)
 
     def forget(self, req_id: str) -> None:
         self.estimates.forget(req_id)
@@ -87,8 +86,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         lengths = [max(self.min_length, n) for n in
                    self.best_lengths([self.alpha(r) for r in req_ids])]
         off = bool(req_ids) and not any(lengths)
-        self._probed = self.probes.probe_due(off)
-        if self._probed:
+        if self.probes.probe_due(off):
             lengths = [1] * len(req_ids)  # re-measure acceptance now and then
         elif self.min_length == 0 and self.probes.measure_off_due(off):
             lengths = [0] * len(req_ids)  # measure what plain decoding costs
