@@ -72,6 +72,16 @@ def test_num_speculative_tokens_out_of_range_config(k):
         args.create_engine_config()
 
 
+@pytest.mark.parametrize("name", ["auto_off", "full_graph_verification", "check_tokenizer"])
+def test_boolean_option_rejects_a_string(name):
+    from vllm.engine.arg_utils import EngineArgs
+
+    args = EngineArgs(model=TARGET, speculative_config={"method": "bass", "model": DRAFT,
+                                                         name: "no"})
+    with pytest.raises(BassConfigError, match=f"'{name}'.*true or false.*'no'"):
+        args.create_engine_config()
+
+
 def test_unknown_bass_option_is_named():
     from vllm.engine.arg_utils import EngineArgs
 

@@ -67,6 +67,10 @@ class BassConfig:
     # benchmarks/results/e2e_llama7b_h100_bass_attn.*, traces/llama7b_bass_attn_bass.csv).
     # CPU always uses vLLM's CPU attention.
     attention: Literal["bass", "vllm"] = "vllm"
+    # CUDA: full CUDA graphs for the target's ragged verification batches where its
+    # attention backend supports full graphs for any batch (FA3); vLLM's default runs them
+    # piecewise, host-bound on a 7B shape (model_runner). False keeps vLLM's choice.
+    full_graph_verification: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -106,6 +110,9 @@ class BassConfig:
             raise bad("acceptance_mode", f"one of {ACCEPTANCE_MODES}", self.acceptance_mode)
         if self.attention not in ATTENTION_CHOICES:
             raise bad("attention", f"one of {ATTENTION_CHOICES}", self.attention)
+        for name in ("auto_off", "check_tokenizer", "full_graph_verification"):
+            if not isinstance(getattr(self, name), bool):
+                raise bad(name, "true or false", getattr(self, name))
         if not 0.0 < float(self.acceptance_ema) <= 1.0:
             raise bad("acceptance_ema", "in (0, 1]", self.acceptance_ema)
         if self.acceptance_mode == "synthetic":

@@ -31,13 +31,71 @@ from vllm_bass.proposer.auto_off import with_test_off_cycle
 from vllm_bass.proposer.policies import DraftPlan, Verified, make_policy
 
 
+# vLLM runner methods the mixin overrides, with the signatures it was written against
+# (tests/test_model_runner.py fails when vLLM changes one).
+OVERRIDDEN_RUNNER_METHODS = {
+    "_check_and_update_cudagraph_mode":
+        "(self, attention_backends: list[set[type[vllm.v1.attention.backend.AttentionBackend]]], kv_cache_groups: list[vllm.v1.kv_cache_interface.KVCacheGroupSpec], is_profiling: bool = False) -> None",
+    "_warmup_and_capture":
+        "(self, desc: vllm.forward_context.BatchDescriptor, cudagraph_runtime_mode: vllm.config.compilation.CUDAGraphMode, profile_seq_lens: int | None = None, allow_microbatching: bool = False, num_warmups: int | None = None, profiler: contextlib.AbstractContextManager[typing.Any] | None = None)",
+    "execute_model":
+        "(self, scheduler_output: 'SchedulerOutput', intermediate_tensors: vllm.sequence.IntermediateTensors | None = None) -> vllm.v1.outputs.ModelRunnerOutput | vllm.v1.outputs.AsyncModelRunnerOutput | vllm.sequence.IntermediateTensors | None",
+    "propose_draft_token_ids":
+        "(self, scheduler_output: 'SchedulerOutput', sampled_token_ids: torch.Tensor | list[list[int]], sampling_metadata: vllm.v1.sample.metadata.SamplingMetadata, hidden_states: torch.Tensor, sample_hidden_states: torch.Tensor, aux_hidden_states: list[torch.Tensor] | None, spec_decode_metadata: vllm.v1.spec_decode.metadata.SpecDecodeMetadata | None, common_attn_metadata: vllm.v1.attention.backend.CommonAttentionMetadata, slot_mappings: dict[str, torch.Tensor] | list[dict[str, torch.Tensor]] | None) -> list[list[int]] | torch.Tensor",
+    "_sample":
+        "(self, logits: torch.Tensor | None, spec_decode_metadata: vllm.v1.spec_decode.metadata.SpecDecodeMetadata | None) -> vllm.v1.outputs.SamplerOutput",
+    "take_draft_token_ids":
+        "(self) -> vllm.v1.outputs.DraftTokenIds | None",
+}
+
 def count_accepted(sampled_token_ids: Any, num_draft_tokens: list[int]) -> list[int]:
     """Accepted draft tokens per request from the sampler output (-1 marks unused slots)."""
     if isinstance(sampled_token_ids, torch.Tensor):
         emitted = (sampled_token_ids != -1).sum(dim=1).tolist()
     else:
         emitted = [len(t) for t in sampled_token_ids]
+    return accepted_from_emitted(emitted, num_draft_tokens)
+
+
+def accepted_from_emitted(emitted: list[int], num_draft_tokens: list[int]) -> list[int]:
     return [max(0, min(e - 1, d)) for e, d in zip(emitted, num_draft_tokens)]
+
+
+class AcceptedCountsReadback:
+    """The accepted counts of a verification step, copied to the host without stalling it.
+
+    `start` queues the count and a copy into pinned memory behind the sampler (CUDA) and
+    returns at once; `result` waits for that copy only, by which time the host has queued
+    the draft pass behind it. On CPU (or for list outputs) the counts are computed at once.
+    """
+
+    def __init__(self, max_reqs: int, device: torch.device):
+        self.cuda = torch.device(device).type == "cuda"
+        self.pinned = torch.zeros(max_reqs, dtype=torch.int32,
+                                  pin_memory=self.cuda) if self.cuda else None
+        self.event = torch.cuda.Event() if self.cuda else None
+        self.pending: tuple[list[str], list[int], Any] | None = None
+
+    def start(self, req_ids: list[str], sampled_token_ids: Any, num_draft: list[int]) -> None:
+        if self.cuda and isinstance(sampled_token_ids, torch.Tensor) and sampled_token_ids.is_cuda:
+            n = sampled_token_ids.shape[0]
+            emitted = (sampled_token_ids != -1).sum(dim=1, dtype=torch.int32)
+            self.pinned[:n].copy_(emitted, non_blocking=True)
+            self.event.record()
+            self.pending = (req_ids, num_draft, n)
+        else:
+            self.pending = (req_ids, num_draft, count_accepted(sampled_token_ids, num_draft))
+
+    def result(self) -> tuple[list[str], list[int], list[int]] | None:
+        """(req_ids, num_draft, accepted) of the started step, or None; clears it."""
+        if self.pending is None:
+            return None
+        req_ids, num_draft, counts = self.pending
+        self.pending = None
+        if isinstance(counts, int):
+            self.event.synchronize()
+            counts = accepted_from_emitted(self.pinned[:counts].tolist(), num_draft)
+        return req_ids, num_draft, counts
 
 
 class BassModelRunnerMixin:
@@ -61,6 +119,8 @@ class BassModelRunnerMixin:
             use_cuda=torch.cuda.is_available() and str(getattr(self, "device", "")) != "cpu")
         if bass_config.draft_length_policy != "fixed" or bass_config.auto_off:
             self._bass_graph_one_token_decode()
+        self._bass_accepted = AcceptedCountsReadback(
+            getattr(self, "max_num_reqs", 1024), getattr(self, "device", "cpu"))
         if getattr(self, "drafter", None) is not None:
             from vllm_bass.proposer.draft_model import install_bass_drafter
 
@@ -74,6 +134,23 @@ class BassModelRunnerMixin:
         assert not dispatcher.keys_initialized, "install the BASS runner before graph setup"
         self.uniform_decode_query_len = 1
         dispatcher.uniform_decode_query_len = 1
+
+    def _check_and_update_cudagraph_mode(self, attention_backends, kv_cache_groups,
+                                         is_profiling: bool = False) -> None:
+        super()._check_and_update_cudagraph_mode(attention_backends, kv_cache_groups,
+                                                 is_profiling)
+        if self.bass_config.full_graph_verification:
+            from vllm_bass.cuda_graphs import add_full_graphs_for_mixed_batches
+
+            add_full_graphs_for_mixed_batches(self, attention_backends, kv_cache_groups)
+
+    def _warmup_and_capture(self, desc, cudagraph_runtime_mode, *args, **kwargs):
+        dispatcher = self.cudagraph_dispatcher
+        dispatcher.capturing = cudagraph_runtime_mode  # see cuda_graphs.BassCudagraphDispatcher
+        try:
+            return super()._warmup_and_capture(desc, cudagraph_runtime_mode, *args, **kwargs)
+        finally:
+            dispatcher.capturing = None
 
     def execute_model(self, scheduler_output, *args, **kwargs):
         trace = self._bass_trace
@@ -100,11 +177,26 @@ class BassModelRunnerMixin:
                       hidden_states, sample_hidden_states, aux_hidden_states,
                       spec_decode_metadata, common_attn_metadata, slot_mappings):
         req_ids = list(self.input_batch.req_ids)
+        readback = self._bass_accepted
         if spec_decode_metadata is not None:
-            num_draft = list(spec_decode_metadata.num_draft_tokens)
-            accepted = count_accepted(sampled_token_ids, num_draft)
-            self.bass_policy.observe([
-                Verified(rid, d, a) for rid, d, a in zip(req_ids, num_draft, accepted) if d > 0])
+            # observed after this step's draft pass is queued (see the module docstring)
+            readback.start(req_ids, sampled_token_ids,
+                           list(spec_decode_metadata.num_draft_tokens))
+        try:
+            return self._bass_plan_and_draft(
+                req_ids, scheduler_output, sampled_token_ids, sampling_metadata,
+                hidden_states, sample_hidden_states, aux_hidden_states, spec_decode_metadata,
+                common_attn_metadata, slot_mappings)
+        finally:
+            verified = readback.result()
+            if verified is not None:
+                self.bass_policy.observe([Verified(rid, d, a) for rid, d, a in zip(*verified)
+                                          if d > 0])
+
+    def _bass_plan_and_draft(self, req_ids, scheduler_output, sampled_token_ids,
+                             sampling_metadata, hidden_states, sample_hidden_states,
+                             aux_hidden_states, spec_decode_metadata, common_attn_metadata,
+                             slot_mappings):
         self._bass_forget_finished(req_ids)
         cost = getattr(scheduler_output, "bass_step_cost", None)
         if cost is not None and hasattr(self.bass_policy, "cost"):

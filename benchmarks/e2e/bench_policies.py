@@ -196,8 +196,14 @@ def main() -> None:
             r["greedy_equals_plain"] = (raw[r["config"]]["results"][1 + 2 * i]["token_ids"]
                                         == raw[ref]["results"][1 + 2 * i]["token_ids"])
     for r in rows:
-        base = next((x for x in rows if x["config"] == "plain" and x["batch"] == r["batch"]), None)
+        # against plain decoding of the same run with the same engine settings
+        # (`*_full_graphs` against plain_full_graphs), else against `plain`
+        engine = CONFIGS[r["config"].partition("@")[0]][1]
+        plains = [n for n, (s, e) in CONFIGS.items() if s is None and e == engine] + ["plain"]
+        base = next((x for p in plains for x in rows
+                     if x["config"] == p and x["batch"] == r["batch"]), None)
         r["speedup_vs_plain"] = base["seconds"] / r["seconds"] if base else None
+        r["plain_reference"] = base["config"] if base else None
     result = {"device": device_name(), "pair": args.pair, "target": Path(target).name,
               "draft": Path(draft).name, "dtype": args.dtype,
               "synthetic_alpha": args.alpha if args.pair == "llama7b" else None,

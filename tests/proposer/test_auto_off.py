@@ -38,8 +38,8 @@ def cfg(policy="bass", k=4, **kw):
 
 def feed(policy, plan, accepted):
     """Verify `plan`: each drafted request accepts accepted(req_id, length) tokens."""
-    policy.observe([Verified(r, plan.length_for(r), accepted(r, plan.length_for(r)))
-                    for r in REQS if plan.length_for(r) > 0])
+    policy.observe([Verified(r, plan.length_for(r), accepted(r, plan.length_for(r)),
+                             plan.probe) for r in REQS if plan.length_for(r) > 0])
 
 
 def algo1_state(p: BassAlgorithm1):
@@ -98,7 +98,7 @@ def test_turns_off_probes_every_16_steps_and_freezes_algorithm1():
             p.observe([])  # what the runner sees after an off-step
         assert algo1_state(inner) == frozen, "Algorithm 1 must not change while off"
         probe = p.plan(REQS)
-        assert probe == DraftPlan(1)
+        assert probe == DraftPlan(1, probe=True)
         feed(p, probe, lambda r, n: 0)
         assert algo1_state(inner) == frozen, "a probe must not move Algorithm 1"
 
@@ -241,9 +241,48 @@ def test_failed_probes_back_off_and_an_accepted_one_resets():
             p.observe([])
             steps += 1
         gaps.append(steps)
-        p.observe([Verified(r, 1, 0) for r in REQS])  # the probe: rejected
+        p.observe([Verified(r, 1, 0, probe=True) for r in REQS])  # the probe: rejected
     assert gaps == [16, 32, 64, 128, 256, 256]
     while p.plan(REQS).batch_length == 0:
         p.observe([])
-    p.observe([Verified(r, 1, 1) for r in REQS])  # accepted
+    p.observe([Verified(r, 1, 1, probe=True) for r in REQS])  # accepted
     assert p.probe_interval == 16
+
+
+def run_one_step_late(policy, steps, accepted):
+    """The engine's order: step t plans (from observations up to step t-1), then observes the
+    verification of step t-1's plan (the runner reads the counts back after queueing the
+    draft). Returns the plans."""
+    plans, previous = [], None
+    for _ in range(steps):
+        plan = policy.plan(REQS)
+        if previous is not None and previous.batch_length:
+            feed(policy, previous, accepted)
+        plans.append(plan)
+        previous = plan
+    return plans
+
+
+def test_probes_back_off_with_one_step_late_observations():
+    """A rejected probe still doubles the interval and never reaches Algorithm 1 when its
+    verification is observed after the next plan (the flag travels with the verification)."""
+    p = make_policy(cfg("bass", k=4))
+    p.cost = COST
+    for _ in range(20):
+        feed(p, DraftPlan(p.inner.length), lambda r, n: 0)
+    frozen = algo1_state(p.inner)
+    plans = run_one_step_late(p, 16 + 32 + 64 + 1, lambda r, n: 0)
+    probes = [i for i, pl in enumerate(plans) if pl.batch_length]
+    assert all(plans[i].probe for i in probes)
+    assert [b - a for a, b in zip([-1] + probes, probes)] == [16, 32, 64]
+    assert algo1_state(p.inner) == frozen
+
+
+def test_algorithm1_grows_on_a_whole_draft_observed_one_step_late():
+    """Algorithm 1 judges "whole draft accepted" against the verified draft length, not its
+    current one: with the lag, l has already moved on when a verification arrives."""
+    late, on_time = BassAlgorithm1(), BassAlgorithm1()
+    run_one_step_late(late, 6, lambda r, n: n)  # every draft accepted in full
+    for _ in range(5):
+        feed(on_time, on_time.plan(REQS), lambda r, n: n)
+    assert late.history == on_time.history == [7, 9, 11, 13, 15, 17]

@@ -77,7 +77,6 @@ class ProbeSchedule:
         self.steps_off = 0
         self.steps_on = 0
         self.need_off_sample = False
-        self.probing = False  # the last plan asked of `probe_due` was a probe
 
     def measure_off_due(self, off: bool) -> bool:
         if off:
@@ -91,9 +90,10 @@ class ProbeSchedule:
         return False
 
     def observe_probe(self, verified: list[Verified]) -> bool:
-        """Feed the verification that follows a plan; True when that plan was a probe (its
-        one-token drafts then set the next interval: all accepted reset it, else double)."""
-        if not (self.probing and verified):
+        """Feed a verification; True when its drafts came from a probe (`Verified.probe`:
+        the one-token drafts then set the next interval: all accepted reset it, else
+        double)."""
+        if not (verified and verified[0].probe):
             return False
         accepted = all(v.num_accepted == v.num_draft for v in verified)
         self.interval = (self.base_interval if accepted
@@ -101,10 +101,6 @@ class ProbeSchedule:
         return True
 
     def probe_due(self, off: bool) -> bool:
-        self.probing = self._probe_due(off)
-        return self.probing
-
-    def _probe_due(self, off: bool) -> bool:
         if not off:
             self.steps_off = 0
             self.interval = self.base_interval
@@ -178,7 +174,7 @@ class AutoOff(DraftLengthPolicy):
         plan = self.inner.plan(req_ids)
         off = bool(req_ids) and not self.pays(req_ids, plan)
         if self.probes.probe_due(off):
-            return DraftPlan(1)  # the cheapest draft that re-measures acceptance
+            return DraftPlan(1, probe=True)  # the cheapest draft that re-measures acceptance
         if self.probes.measure_off_due(off) or off:
             return DraftPlan(0)
         return plan

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from vllm_bass.utils.host_copy import to_device
+
 
 @dataclass
 class CatchUp:
@@ -121,11 +123,15 @@ def apply_catch_up(catch_up: CatchUp, target_token_ids: torch.Tensor,
         "draft catch-up expects 1-D positions and the target's tokens")
     new_qsl, source, missed_positions = extend_queries(qsl_cpu, catch_up)
     device = target_token_ids.device
-    source_t = torch.from_numpy(source).to(device)
-    missed_ids = torch.from_numpy(catch_up.token_ids).to(device, target_token_ids.dtype)
-    missed_pos = torch.from_numpy(missed_positions).to(device)
-    missed_rows = torch.from_numpy(
-        np.repeat(np.arange(len(catch_up.extra)), catch_up.extra)).to(device)
+    # one pinned, non-blocking copy (a blocking one waits for the target's forward)
+    missed_rows_np = np.repeat(np.arange(len(catch_up.extra)), catch_up.extra)
+    n_src, m = len(source), len(missed_positions)
+    both = to_device(np.concatenate([source, catch_up.token_ids.astype(np.int64),
+                                     missed_positions, missed_rows_np, new_qsl]).astype(np.int64),
+                     device)
+    source_t, missed_ids, missed_pos, missed_rows, new_qsl_t = both.split(
+        [n_src, m, m, m, len(new_qsl)])
+    missed_ids = missed_ids.to(target_token_ids.dtype)
     ids = torch.cat([target_token_ids[:n], missed_ids])[source_t]
     positions = torch.cat([target_positions[:n], missed_pos.to(target_positions.dtype)])[
         source_t]
@@ -133,7 +139,7 @@ def apply_catch_up(catch_up: CatchUp, target_token_ids: torch.Tensor,
     slots = torch.cat([cad.slot_mapping[:n].to(torch.int64), missed_slots])[source_t]
     new_qsl_cpu = torch.from_numpy(new_qsl.astype(np.int32))
     new_cad = cad.replace(
-        query_start_loc=new_qsl_cpu.to(device),
+        query_start_loc=new_qsl_t.to(torch.int32),
         query_start_loc_cpu=new_qsl_cpu,
         num_actual_tokens=int(new_qsl[-1]),
         max_query_len=int(np.diff(new_qsl).max()),

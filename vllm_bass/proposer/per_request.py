@@ -86,9 +86,10 @@ class PerRequestDraftLength(DraftLengthPolicy):
         lengths = [max(self.min_length, n) for n in
                    self.best_lengths([self.alpha(r) for r in req_ids])]
         off = bool(req_ids) and not any(lengths)
-        if self.probes.probe_due(off):
+        probe = self.probes.probe_due(off)
+        if probe:
             lengths = [1] * len(req_ids)  # re-measure acceptance now and then
         elif self.min_length == 0 and self.probes.measure_off_due(off):
             lengths = [0] * len(req_ids)  # measure what plain decoding costs
         per_request = dict(zip(req_ids, lengths))
-        return DraftPlan(max(lengths, default=0), per_request)
+        return DraftPlan(max(lengths, default=0), per_request, probe)

@@ -3,6 +3,9 @@
 A policy sees, after every verification, each drafted sequence's (draft length, accepted
 count) and answers the next step's lengths. Policies are pure and deterministic given those
 observations, so every tensor-parallel rank computes the same answer without talking.
+In the engine the observations arrive one step late (the runner reads the accepted counts
+back after queueing the next draft pass, see model_runner): a policy must judge a
+verification by what it carries (`Verified`), not by its own latest plan.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ class Verified:
     req_id: str
     num_draft: int      # draft tokens verified this step (> 0)
     num_accepted: int   # accepted draft tokens (0..num_draft); the bonus token not counted
+    probe: bool = False  # the drafts came from a probing plan (DraftPlan.probe)
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,7 @@ class DraftPlan:
 
     batch_length: int
     per_request: dict[str, int] | None = None
+    probe: bool = False  # a one-token draft that only re-measures acceptance (auto-off)
 
     def length_for(self, req_id: str) -> int:
         if self.per_request is None:
@@ -80,8 +85,10 @@ class BassAlgorithm1(DraftLengthPolicy):
         if not verified:
             return
         max_accepted = max(v.num_accepted for v in verified)
-        whole = any(v.num_accepted == v.num_draft and v.num_draft >= self.length
-                    for v in verified)
+        # "accepted the whole draft": the batch's draft length of the verified step (a
+        # sequence cut shorter does not count), which is not always today's self.length
+        verified_length = max(v.num_draft for v in verified)
+        whole = any(v.num_accepted == v.num_draft == verified_length for v in verified)
         if whole:
             self.length = min(self.length + self.increment, self.limit)
             self.shrank_last_step = False

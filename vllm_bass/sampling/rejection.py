@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from vllm_bass.utils.host_copy import to_device
+
 PLACEHOLDER_TOKEN_ID = -1
 GREEDY_TEMPERATURE = 0.0
 _SAMPLING_EPS = 1e-5
@@ -68,10 +70,7 @@ def ragged_layout(num_draft_tokens: list[int], device: torch.device):
     total = int(counts.sum())
     req = np.repeat(np.arange(len(counts)), counts)
     pos = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-    host = torch.from_numpy(np.concatenate([req, pos, counts]))
-    if device.type == "cuda":
-        host = host.pin_memory()
-    both = host.to(device, non_blocking=True)
+    both = to_device(np.concatenate([req, pos, counts]), device)
     return both[:total], both[total:2 * total], both[2 * total:]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
+
 from vllm.v1.outputs import SamplerOutput
 from vllm.v1.sample.rejection_sampler import MAX_SPEC_LEN, RejectionSampler
 
@@ -22,6 +23,7 @@ from vllm_bass.sampling.rejection import (
     ragged_layout,
     rejection_sample,
 )
+from vllm_bass.utils.host_copy import to_device
 
 
 def unconditional_to_conditional(rates: list[float], length: int) -> list[float]:
@@ -80,7 +82,7 @@ class BassRejectionSampler(RejectionSampler):
                 # deterministic per request id: same group on every TP rank and every run
                 self.request_groups[rid] = sum(rid.encode()) % n_groups
             idx.append(self.request_groups[rid])
-        return self.synthetic_groups[torch.tensor(idx, device=self.synthetic_groups.device)]
+        return self.synthetic_groups[to_device(idx, self.synthetic_groups.device, torch.long)]
 
     def forward(self, metadata, draft_probs, logits, sampling_metadata) -> SamplerOutput:
         assert metadata.max_spec_len <= MAX_SPEC_LEN
