@@ -168,9 +168,12 @@ class BassModelRunnerMixin:
         if trace is None:
             return self._bass_propose(*args, **kwargs)
         token = trace.begin("draft")
+        profiler = trace.profile_draft(self.bass_plan.batch_length > 0)
         try:
             return self._bass_propose(*args, **kwargs)
         finally:
+            if profiler is not None:
+                trace.end_profile(profiler)
             trace.end(token)
 
     def _bass_propose(self, scheduler_output, sampled_token_ids, sampling_metadata,

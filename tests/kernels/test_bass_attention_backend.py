@@ -135,6 +135,7 @@ def _fake_vllm_config(num_heads, num_kv_heads):
     model_config = SimpleNamespace(
         get_num_attention_heads=lambda parallel_config: num_heads,
         get_num_kv_heads=lambda parallel_config: num_kv_heads,
+        max_model_len=4096,
     )
     return SimpleNamespace(
         model_config=model_config,
@@ -206,3 +207,59 @@ def test_builder_and_impl_end_to_end(device, dtype, strategy, monkeypatch):
         output.fill_(float("nan"))
     # profiling run (no metadata) fills zeros
     assert impl.forward(layer, query, key, value, b.kv_cache, None, output).abs().sum() == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("strategy", ["pad", "split"])
+def test_captured_metadata_serves_any_context(device, strategy, monkeypatch):
+    """A uniform decode batch is captured the way vLLM captures full CUDA graphs (dummy
+    context lengths of 1, plans for max_model_len); the same launch -- replayed from a real
+    CUDA graph on the GPU -- then computes attention over other, longer, ragged contexts
+    written into the same tensors, padded requests included."""
+    from vllm.v1.attention.backend import AttentionCGSupport
+
+    from vllm_bass.kernels import paged_attention as pa
+
+    assert BassAttentionMetadataBuilder.get_cudagraph_support(None, None) == (
+        AttentionCGSupport.UNIFORM_BATCH)
+    monkeypatch.setattr(pa, "MIN_SPLIT_TOKENS", 16 if strategy == "split" else 1 << 30)
+    monkeypatch.setattr(pa, "SHORT_CONTEXT", 0)
+    monkeypatch.setattr(pa, "num_sms", lambda device=None: 64)
+    heads, kv_heads, hd, page, dtype = 4, 2, 32, 16, torch.float16
+    qlens, ctx = [1, 1, 1, 1, 0], [200, 5, 130, 61, 0]  # the last: vLLM's padded request
+    b = make_batch(qlens, ctx, heads, kv_heads, hd, page, dtype, device, seed=5)
+    T = b.q.shape[0]
+    seq_lens = torch.ones_like(b.seq_lens)  # what the capture sees
+    config = _fake_vllm_config(heads, kv_heads)
+    config.model_config.max_model_len = 256
+    spec = FullAttentionSpec(block_size=page, num_kv_heads=kv_heads, head_size=hd, dtype=dtype)
+    builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"], config, torch.device(device))
+    cm = CommonAttentionMetadata(
+        query_start_loc=b.cu_seqlens_q, query_start_loc_cpu=b.cu_seqlens_q.cpu(),
+        seq_lens=seq_lens, num_reqs=len(qlens), num_actual_tokens=T, max_query_len=1,
+        max_seq_len=1, block_table_tensor=b.block_table,
+        slot_mapping=torch.zeros(T, dtype=torch.int64, device=device))
+    md = builder.build_for_cudagraph_capture(cm)
+    assert md.plan.strategy == strategy and md.plan_seq_len == 256
+    assert builder._captured_plans[-1] is md.plans, "the graph's workspaces stay referenced"
+    impl = BassAttentionImpl(heads, hd, b.scale, kv_heads, None, None, "auto", None,
+                             AttentionType.DECODER, None)
+    output = torch.full((T, heads * hd), float("nan"), dtype=dtype, device=device)
+
+    def step():
+        impl.forward(SimpleNamespace(), b.q, b.q, b.q, b.kv_cache, md, output)
+
+    step()  # warm-up (Triton compiles outside the capture)
+    if device == "cuda":
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step()
+        run = graph.replay
+    else:
+        run = step
+    seq_lens.copy_(b.seq_lens)  # the real step's context lengths, in place
+    output.fill_(float("nan"))
+    run()
+    ref = paged_attention_ref(b.q, b.k_cache, b.v_cache, b.cu_seqlens_q, b.seq_lens,
+                              b.block_table, b.scale)
+    assert_close(output.view(T, heads, hd), ref, dtype, f"replayed {strategy} launch")

@@ -91,6 +91,7 @@ def test_target_and_draft_layers_get_their_own_tiles(device, strategy, case, mon
         model_config=SimpleNamespace(
             get_num_attention_heads=lambda parallel_config: t_heads,
             get_num_kv_heads=lambda parallel_config: t_kv_heads,
+            max_model_len=4096,
         ),
         parallel_config=SimpleNamespace(),
         compilation_config=SimpleNamespace(

@@ -94,6 +94,9 @@ class BassAttentionMetadata:
     slot_mapping: torch.Tensor
     sms: int  # multiprocessors, for the PAD/SPLIT choice
     device: torch.device  # of the SPLIT workspaces
+    # the context length plans are chosen for: the step's longest, or max_model_len when
+    # the step is captured into a CUDA graph (the launch then serves any context)
+    plan_seq_len: int = 0
     plan: Any = None  # vllm_bass.kernels.paged_attention.AttnPlan
     workspace: torch.Tensor | None = None  # SPLIT partials, shared by the layers of the step
     # (num_heads, num_kv_heads, head_size, elem_size) -> (plan, workspace)
@@ -112,7 +115,8 @@ class BassAttentionMetadata:
             paged_attention, _ = _kernels()
             plan = paged_attention.choose_plan(
                 self.seq_lens.shape[0], num_heads, num_kv_heads, head_size,
-                self.max_query_len, self.max_seq_len, self.sms, elem_size=dtype.itemsize,
+                self.max_query_len, self.plan_seq_len or self.max_seq_len, self.sms,
+                elem_size=dtype.itemsize,
             )
             numel = plan.workspace_numel(self.num_actual_tokens, num_heads)
             workspace = torch.empty(numel, dtype=torch.float32, device=self.device) if numel else None
@@ -121,10 +125,13 @@ class BassAttentionMetadata:
 
 
 class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadata]):
-    # The PAD/SPLIT choice and the grid depend on host-side shapes of the
-    # step, so attention runs outside CUDA graphs (vLLM uses piecewise graphs
-    # around it).
-    _cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.NEVER
+    # Full CUDA graphs for uniform batches (every request the same query length: plain
+    # decoding, BASS off-steps): the grid depends only on the batch and the query length,
+    # both fixed per captured graph; the kernels read every context length on the device
+    # and SPLIT sizes its splits per sequence there, so a graph captured with plans for
+    # max_model_len serves any context. Ragged batches (the grid depends on the longest
+    # query) run piecewise, attention eager.
+    _cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.UNIFORM_BATCH
 
     def __init__(
         self,
@@ -148,13 +155,24 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
         self.head_size = kv_cache_spec.head_size
         self.block_size = kv_cache_spec.block_size
         self.dtype = kv_cache_spec.dtype
+        self.max_model_len = vllm_config.model_config.max_model_len
         self._sms: int | None = None
+        # plans (and SPLIT workspaces) baked into captured CUDA graphs: kept alive here
+        self._captured_plans: list[dict] = []
+
+    def build_for_cudagraph_capture(
+        self, common_attn_metadata: CommonAttentionMetadata
+    ) -> BassAttentionMetadata:
+        md = self.build(0, common_attn_metadata, plan_seq_len=self.max_model_len)
+        self._captured_plans.append(md.plans)  # the graph keeps using their workspaces
+        return md
 
     def build(
         self,
         common_prefix_len: int,
         common_attn_metadata: CommonAttentionMetadata,
         fast_build: bool = False,
+        plan_seq_len: int = 0,
     ) -> BassAttentionMetadata:
         paged_attention, _ = _kernels()
         cm = common_attn_metadata
@@ -172,6 +190,7 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
             slot_mapping=cm.slot_mapping,
             sms=self._sms,
             device=torch.device(self.device),
+            plan_seq_len=plan_seq_len,
         )
         md.plan, md.workspace = md.plan_for(self.num_heads_q, self.num_heads_kv, self.head_size, self.dtype)
         return md
@@ -333,7 +352,7 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
             attn_metadata.block_table,
             self.scale,
             attn_metadata.max_query_len,
-            attn_metadata.max_seq_len,
+            attn_metadata.plan_seq_len or attn_metadata.max_seq_len,  # as the plan assumed
             plan=plan,
             workspace=workspace,
             check=plan_key not in attn_metadata.checked,

@@ -4,6 +4,10 @@ and across the KV length, then a reduction kernel.
 Grid: (batch x query tiles, num_kv_heads, num_splits). Split j of a sequence
 covers keys [j * split_len, (j + 1) * split_len) of what its tile may see, so
 a batch of a few long sequences still puts hundreds of programs on the GPU.
+split_len is the sequence's own (its context over num_splits, rounded up to the
+key block), computed on the device: a launch stays valid for any context
+lengths, which CUDA graphs need (one captured launch serves every step), and a
+short sequence in a batch of long ones is split as finely as they are.
 Each program writes an unnormalised fp32 partial output plus its running max
 and sum; ``_split_reduce_kernel`` merges the splits of each (token, head).
 Splits past a sequence's own context length only write (max=-1e30, sum=0).
@@ -56,7 +60,6 @@ def _paged_attention_split_kernel(
     # then at ml_base the pair (max in log2 units, sum), each [num_tokens, num_heads, num_splits]
     num_heads,
     num_splits,
-    split_len,  # keys per split, a multiple of BLOCK_N
     ml_base: tl.int64,
     ml_plane: tl.int64,  # num_tokens * num_heads * num_splits
     PAGE_SIZE: tl.constexpr,
@@ -88,6 +91,7 @@ def _paged_attention_split_kernel(
     part_row = (tok * num_heads + head) * num_splits + split
 
     kv_end = tl.minimum(seq_len, ctx_len + tl.minimum(q_len, tile_q0 + q_per_tile))
+    split_len = tl.cdiv(tl.cdiv(seq_len, num_splits), BLOCK_N) * BLOCK_N
     kv_lo = split * split_len
     if kv_lo >= kv_end:
         # nothing to see in this split: a zero-weight entry for the reduction
@@ -159,8 +163,8 @@ def _split_reduce_kernel(
 
 
 def split_geometry(max_seq_len: int, num_splits: int, block_n: int) -> tuple[int, int]:
-    """(split_len, launched splits): equal splits, each a multiple of the key
-    block, so the launched count may be lower than asked."""
+    """(split_len, launched splits) of the longest sequence: equal splits, each a
+    multiple of the key block, so the launched count may be lower than asked."""
     split_len = triton.cdiv(triton.cdiv(max(1, max_seq_len), num_splits), block_n) * block_n
     return split_len, triton.cdiv(max(1, max_seq_len), split_len)
 
@@ -187,7 +191,7 @@ def paged_attention_split(
     check: bool = True,
 ) -> torch.Tensor:
     """Split-KV causal paged attention. ``max_seq_len`` (an upper bound is
-    fine) and ``num_splits`` are host ints. ``workspace``: an fp32 tensor of at
+    fine, e.g. max_model_len for a CUDA graph) and ``num_splits`` are host ints. ``workspace``: an fp32 tensor of at
     least ``split_workspace_numel`` elements (allocated here if None; vLLM's
     builder allocates one per step and all layers reuse it). ``check=False``
     skips the input asserts (the backend checks the first layer of a step)."""
@@ -202,7 +206,7 @@ def paged_attention_split(
     if tiles is None:
         tiles = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len)
     group = num_heads // num_kv_heads
-    split_len, num_splits = split_geometry(max_seq_len, num_splits, tiles.block_n)
+    _, num_splits = split_geometry(max_seq_len, num_splits, tiles.block_n)
     num_q_tiles = triton.cdiv(max_query_len, tiles.q_per_tile)
     ml_plane = num_tokens * num_heads * num_splits
     ml_base = ml_plane * tiles.block_d
@@ -219,7 +223,7 @@ def paged_attention_split(
     args, meta = launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale,
                              tiles, num_q_tiles)
     _paged_attention_split_kernel[grid](
-        *args, workspace, num_heads, num_splits, split_len, ml_base, ml_plane, **meta)
+        *args, workspace, num_heads, num_splits, ml_base, ml_plane, **meta)
     _split_reduce_kernel[(num_tokens, num_heads)](
         workspace, out, cu_seqlens_q,
         out.stride(0), out.stride(1), batch, num_heads, num_splits, ml_base, ml_plane,

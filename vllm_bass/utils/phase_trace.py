@@ -5,11 +5,17 @@ With `VLLM_BASS_STEP_TRACE=FILE`, the runner appends to `FILE.runner` one line p
 sample_gpu_ms,draft_gpu_ms` (verified_length: the draft length this step verifies) -- host time spent in each phase (Python + launches) and the
 device time between CUDA events at the phase boundaries (read one step late, so no sync is
 added). Off by default; nothing is recorded without the variable.
+With `VLLM_BASS_PROFILE_DRAFTS=N` as well, the draft phases of N drafting steps (after the
+first 300 steps: warm-up) run under cProfile and `FILE.draft_profile.txt` gets the top
+functions by cumulative and by own time (where the host time of a draft step goes).
 """
 
 from __future__ import annotations
 
+import cProfile
+import io
 import os
+import pstats
 import time
 
 import torch
@@ -27,7 +33,37 @@ class PhaseTrace:
     @classmethod
     def from_env(cls, use_cuda: bool) -> "PhaseTrace | None":
         path = os.environ.get("VLLM_BASS_STEP_TRACE")
-        return cls(path + ".runner", use_cuda) if path else None
+        if not path:
+            return None
+        trace = cls(path + ".runner", use_cuda)
+        trace.profile_left = int(os.environ.get("VLLM_BASS_PROFILE_DRAFTS", "0"))
+        trace.profile_path = path + ".draft_profile.txt"
+        return trace
+
+    profile_left = 0
+    profile_path = ""
+    profiler: cProfile.Profile | None = None
+    steps_seen = 0
+
+    def profile_draft(self, drafting: bool):
+        """A started cProfile for this draft phase, or None (see the module docstring)."""
+        self.steps_seen += 1
+        if not (drafting and self.profile_left > 0 and self.steps_seen > 300):
+            return None
+        self.profiler = self.profiler or cProfile.Profile()
+        self.profiler.enable()
+        return self.profiler
+
+    def end_profile(self, profiler) -> None:
+        profiler.disable()
+        self.profile_left -= 1
+        if self.profile_left == 0:
+            out = io.StringIO()
+            stats = pstats.Stats(profiler, stream=out)
+            stats.sort_stats("cumulative").print_stats(45)
+            stats.sort_stats("tottime").print_stats(30)
+            with open(self.profile_path, "w") as f:
+                f.write(out.getvalue())
 
     def _reset(self) -> None:
         self.start = time.perf_counter()
