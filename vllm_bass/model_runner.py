@@ -62,40 +62,45 @@ def accepted_from_emitted(emitted: list[int], num_draft_tokens: list[int]) -> li
 
 
 class AcceptedCountsReadback:
-    """The accepted counts of a verification step, copied to the host without stalling it.
+    """The verification of a step, its accepted counts copied to the host without stalling it.
 
     `start` queues the count and a copy into pinned memory behind the sampler (CUDA) and
     returns at once; `result` waits for that copy only, by which time the host has queued
     the draft pass behind it. On CPU (or for list outputs) the counts are computed at once.
+    `probe` is the flag of the plan whose drafts were verified (a later plan has replaced
+    it by the time the policy observes).
     """
 
     def __init__(self, max_reqs: int, device: torch.device):
         self.cuda = torch.device(device).type == "cuda"
         self.pinned = torch.zeros(max_reqs, dtype=torch.int32,
-                                  pin_memory=self.cuda) if self.cuda else None
+                                  pin_memory=True) if self.cuda else None
         self.event = torch.cuda.Event() if self.cuda else None
-        self.pending: tuple[list[str], list[int], Any] | None = None
+        self.pending: tuple[list[str], list[int], bool, Any] | None = None
 
-    def start(self, req_ids: list[str], sampled_token_ids: Any, num_draft: list[int]) -> None:
+    def start(self, req_ids: list[str], sampled_token_ids: Any, num_draft: list[int],
+              probe: bool) -> None:
         if self.cuda and isinstance(sampled_token_ids, torch.Tensor) and sampled_token_ids.is_cuda:
             n = sampled_token_ids.shape[0]
             emitted = (sampled_token_ids != -1).sum(dim=1, dtype=torch.int32)
             self.pinned[:n].copy_(emitted, non_blocking=True)
             self.event.record()
-            self.pending = (req_ids, num_draft, n)
+            self.pending = (req_ids, num_draft, probe, n)
         else:
-            self.pending = (req_ids, num_draft, count_accepted(sampled_token_ids, num_draft))
+            self.pending = (req_ids, num_draft, probe,
+                            count_accepted(sampled_token_ids, num_draft))
 
-    def result(self) -> tuple[list[str], list[int], list[int]] | None:
-        """(req_ids, num_draft, accepted) of the started step, or None; clears it."""
+    def result(self) -> list[Verified] | None:
+        """The drafted requests' verifications of the started step, or None; clears it."""
         if self.pending is None:
             return None
-        req_ids, num_draft, counts = self.pending
+        req_ids, num_draft, probe, counts = self.pending
         self.pending = None
         if isinstance(counts, int):
             self.event.synchronize()
             counts = accepted_from_emitted(self.pinned[:counts].tolist(), num_draft)
-        return req_ids, num_draft, counts
+        return [Verified(rid, d, a, probe)
+                for rid, d, a in zip(req_ids, num_draft, counts) if d > 0]
 
 
 class BassModelRunnerMixin:
@@ -168,6 +173,7 @@ class BassModelRunnerMixin:
         if trace is None:
             return self._bass_propose(*args, **kwargs)
         token = trace.begin("draft")
+        # the last plan drafted: this step verifies, so it most likely drafts again
         profiler = trace.profile_draft(self.bass_plan.batch_length > 0)
         try:
             return self._bass_propose(*args, **kwargs)
@@ -182,9 +188,10 @@ class BassModelRunnerMixin:
         req_ids = list(self.input_batch.req_ids)
         readback = self._bass_accepted
         if spec_decode_metadata is not None:
-            # observed after this step's draft pass is queued (see the module docstring)
+            # observed after this step's draft pass is queued (see the module docstring);
+            # self.bass_plan is still the plan whose drafts this step verified
             readback.start(req_ids, sampled_token_ids,
-                           list(spec_decode_metadata.num_draft_tokens))
+                           list(spec_decode_metadata.num_draft_tokens), self.bass_plan.probe)
         try:
             return self._bass_plan_and_draft(
                 req_ids, scheduler_output, sampled_token_ids, sampling_metadata,
@@ -193,8 +200,7 @@ class BassModelRunnerMixin:
         finally:
             verified = readback.result()
             if verified is not None:
-                self.bass_policy.observe([Verified(rid, d, a) for rid, d, a in zip(*verified)
-                                          if d > 0])
+                self.bass_policy.observe(verified)
 
     def _bass_plan_and_draft(self, req_ids, scheduler_output, sampled_token_ids,
                              sampling_metadata, hidden_states, sample_hidden_states,

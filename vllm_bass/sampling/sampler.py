@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
-
 from vllm.v1.outputs import SamplerOutput
 from vllm.v1.sample.rejection_sampler import MAX_SPEC_LEN, RejectionSampler
 
