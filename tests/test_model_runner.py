@@ -23,27 +23,6 @@ def test_overridden_runner_methods_keep_their_signatures():
     assert overridden == set(OVERRIDDEN_RUNNER_METHODS), overridden
 
 
-def test_accepted_counts_readback_matches_count_accepted():
-    """The late read-back gives the policy what it verified: accepted counts as
-    count_accepted reads them, undrafted requests left out, and the probe flag of the plan
-    that drafted (not of whatever plan came since)."""
-    from vllm_bass.model_runner import AcceptedCountsReadback, count_accepted
-    from vllm_bass.proposer.policies import Verified
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    sampled = torch.tensor([[5, 6, -1, -1], [7, -1, -1, -1], [1, 2, 3, 4], [8, -1, -1, -1]],
-                           device=device)
-    num_draft = [3, 3, 3, 0]
-    readback = AcceptedCountsReadback(8, torch.device(device))
-    assert readback.result() is None
-    readback.start(["a", "b", "c", "d"], sampled, num_draft, probe=False)
-    assert readback.result() == [Verified("a", 3, 1), Verified("b", 3, 0), Verified("c", 3, 3)]
-    assert count_accepted(sampled, num_draft) == [1, 0, 3, 0]
-    assert readback.result() is None, "a result is handed out once"
-    readback.start(["x"], [[9, 9]], [1], probe=True)  # list outputs (CPU drafters)
-    assert readback.result() == [Verified("x", 1, 1, probe=True)]
-
-
 class _Builder:
     support = None
 

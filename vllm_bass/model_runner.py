@@ -5,12 +5,12 @@ target, gives it paged KV in the target's block tables, verifies a ragged batch 
 ONE target forward pass (`num_draft_tokens` may differ per sequence, 0 included) and rolls
 back rejected KV slots by overwriting. The mixin changes what BASS changes:
   * the rejection sampler -> `BassRejectionSampler` (exact on every device; synthetic modes);
-  * the draft length of each step -> a `DraftLengthPolicy` updated from this step's accepted
-    counts *before* the drafter runs (the paper's order: verify, update l, draft);
-  * per-sequence draft lengths -> drafts are truncated per request before the scheduler
-    sees them, so the next verification batch is ragged;
-  * whole-batch off-steps of pure decoding run no draft pass at all (a plain decode step);
-    the next drafting step catches the draft's KV up (`proposer.draft_sync`);
+  * the draft length of each step is the scheduler's plan (`vllm_bass.scheduler`, where the
+    draft-length policy lives), `num_spec_tokens_to_schedule`; per-sequence lengths are
+    applied by the scheduler, so the next verification batch is ragged;
+  * whole-batch off-steps of pure decoding run no draft pass at all under sync scheduling
+    (a plain decode step); the next drafting step catches the draft's KV up
+    (`proposer.draft_sync`). Under async scheduling they run a one-token draft pass;
   * full CUDA graphs for one-token decoding: vLLM captures its full decode graphs only for
     batches of exactly 1 + K tokens per sequence (K = num_speculative_tokens, 32 for
     `bass`) and rounds every capture size to a multiple of 1 + K. BASS verification is
@@ -21,14 +21,11 @@ back rejected KV slots by overwriting. The mixin changes what BASS changes:
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 
 from vllm_bass.config import BassConfig
-from vllm_bass.proposer.auto_off import with_test_off_cycle
-from vllm_bass.proposer.policies import DraftPlan, Verified, make_policy
 
 
 # vLLM runner methods the mixin overrides, with the signatures it was written against
@@ -44,64 +41,7 @@ OVERRIDDEN_RUNNER_METHODS = {
         "(self, scheduler_output: 'SchedulerOutput', sampled_token_ids: torch.Tensor | list[list[int]], sampling_metadata: vllm.v1.sample.metadata.SamplingMetadata, hidden_states: torch.Tensor, sample_hidden_states: torch.Tensor, aux_hidden_states: list[torch.Tensor] | None, spec_decode_metadata: vllm.v1.spec_decode.metadata.SpecDecodeMetadata | None, common_attn_metadata: vllm.v1.attention.backend.CommonAttentionMetadata, slot_mappings: dict[str, torch.Tensor] | list[dict[str, torch.Tensor]] | None) -> list[list[int]] | torch.Tensor",
     "_sample":
         "(self, logits: torch.Tensor | None, spec_decode_metadata: vllm.v1.spec_decode.metadata.SpecDecodeMetadata | None) -> vllm.v1.outputs.SamplerOutput",
-    "take_draft_token_ids":
-        "(self) -> vllm.v1.outputs.DraftTokenIds | None",
 }
-
-def count_accepted(sampled_token_ids: Any, num_draft_tokens: list[int]) -> list[int]:
-    """Accepted draft tokens per request from the sampler output (-1 marks unused slots)."""
-    if isinstance(sampled_token_ids, torch.Tensor):
-        emitted = (sampled_token_ids != -1).sum(dim=1).tolist()
-    else:
-        emitted = [len(t) for t in sampled_token_ids]
-    return accepted_from_emitted(emitted, num_draft_tokens)
-
-
-def accepted_from_emitted(emitted: list[int], num_draft_tokens: list[int]) -> list[int]:
-    return [max(0, min(e - 1, d)) for e, d in zip(emitted, num_draft_tokens)]
-
-
-class AcceptedCountsReadback:
-    """The verification of a step, its accepted counts copied to the host without stalling it.
-
-    `start` queues the count and a copy into pinned memory behind the sampler (CUDA) and
-    returns at once; `result` waits for that copy only, by which time the host has queued
-    the draft pass behind it. On CPU (or for list outputs) the counts are computed at once.
-    `probe` is the flag of the plan whose drafts were verified (a later plan has replaced
-    it by the time the policy observes).
-    """
-
-    def __init__(self, max_reqs: int, device: torch.device):
-        self.cuda = torch.device(device).type == "cuda"
-        self.pinned = torch.zeros(max_reqs, dtype=torch.int32,
-                                  pin_memory=True) if self.cuda else None
-        self.event = torch.cuda.Event() if self.cuda else None
-        self.pending: tuple[list[str], list[int], bool, Any] | None = None
-
-    def start(self, req_ids: list[str], sampled_token_ids: Any, num_draft: list[int],
-              probe: bool) -> None:
-        if self.cuda and isinstance(sampled_token_ids, torch.Tensor) and sampled_token_ids.is_cuda:
-            n = sampled_token_ids.shape[0]
-            emitted = (sampled_token_ids != -1).sum(dim=1, dtype=torch.int32)
-            self.pinned[:n].copy_(emitted, non_blocking=True)
-            self.event.record()
-            self.pending = (req_ids, num_draft, probe, n)
-        else:
-            self.pending = (req_ids, num_draft, probe,
-                            count_accepted(sampled_token_ids, num_draft))
-
-    def result(self) -> list[Verified] | None:
-        """The drafted requests' verifications of the started step, or None; clears it."""
-        if self.pending is None:
-            return None
-        req_ids, num_draft, probe, counts = self.pending
-        self.pending = None
-        if isinstance(counts, int):
-            self.event.synchronize()
-            counts = accepted_from_emitted(self.pinned[:counts].tolist(), num_draft)
-        return [Verified(rid, d, a, probe)
-                for rid, d, a in zip(req_ids, num_draft, counts) if d > 0]
-
 
 class BassModelRunnerMixin:
     """Mixed in front of vLLM's runner class by `install_bass_runner` (see worker.py)."""
@@ -112,20 +52,19 @@ class BassModelRunnerMixin:
         from vllm_bass.sampling.sampler import BassRejectionSampler
 
         self.bass_config = bass_config
-        self.bass_policy = with_test_off_cycle(make_policy(bass_config), os.environ)
-        self.bass_plan = DraftPlan(bass_config.num_speculative_tokens)
+        # drafter length of the last step (the scheduler's plan; 0 = off-step)
+        self.bass_draft_length = bass_config.num_speculative_tokens
         if getattr(self, "speculative_config", None) is not None and hasattr(self, "rejection_sampler"):
             self.rejection_sampler = BassRejectionSampler(
                 self.sampler, self.speculative_config, bass_config, self.device)
         self._bass_known_reqs: set[str] = set()
+        self.bass_async = bool(getattr(self, "use_async_scheduling", False))
         from vllm_bass.utils.phase_trace import PhaseTrace
 
         self._bass_trace = PhaseTrace.from_env(
             use_cuda=torch.cuda.is_available() and str(getattr(self, "device", "")) != "cpu")
         if bass_config.draft_length_policy != "fixed" or bass_config.auto_off:
             self._bass_graph_one_token_decode()
-        self._bass_accepted = AcceptedCountsReadback(
-            getattr(self, "max_num_reqs", 1024), getattr(self, "device", "cpu"))
         if getattr(self, "drafter", None) is not None:
             from vllm_bass.proposer.draft_model import install_bass_drafter
 
@@ -161,7 +100,7 @@ class BassModelRunnerMixin:
         trace = self._bass_trace
         if trace is None:
             return super().execute_model(scheduler_output, *args, **kwargs)
-        trace.finish_step(len(self.input_batch.req_ids), self.bass_plan.batch_length)
+        trace.finish_step(len(self.input_batch.req_ids), self.bass_draft_length)
         token = trace.begin("forward")
         try:
             return super().execute_model(scheduler_output, *args, **kwargs)
@@ -174,7 +113,7 @@ class BassModelRunnerMixin:
             return self._bass_propose(*args, **kwargs)
         token = trace.begin("draft")
         # the last plan drafted: this step verifies, so it most likely drafts again
-        profiler = trace.profile_draft(self.bass_plan.batch_length > 0)
+        profiler = trace.profile_draft(self.bass_draft_length > 0)
         try:
             return self._bass_propose(*args, **kwargs)
         finally:
@@ -185,44 +124,20 @@ class BassModelRunnerMixin:
     def _bass_propose(self, scheduler_output, sampled_token_ids, sampling_metadata,
                       hidden_states, sample_hidden_states, aux_hidden_states,
                       spec_decode_metadata, common_attn_metadata, slot_mappings):
+        """Draft `num_spec_tokens_to_schedule` tokens (the scheduler's plan). Off-steps (0):
+        sync scheduling skips the draft pass in pure decoding and catches the draft's KV
+        up on the next drafting step; async scheduling cannot (the skipped tokens are not
+        on the host yet), so it runs a one-token draft pass whose draft is never scheduled,
+        which keeps the draft's KV current."""
         req_ids = list(self.input_batch.req_ids)
-        readback = self._bass_accepted
-        if spec_decode_metadata is not None:
-            # observed after this step's draft pass is queued (see the module docstring);
-            # self.bass_plan is still the plan whose drafts this step verified
-            readback.start(req_ids, sampled_token_ids,
-                           list(spec_decode_metadata.num_draft_tokens), self.bass_plan.probe)
-        try:
-            return self._bass_plan_and_draft(
-                req_ids, scheduler_output, sampled_token_ids, sampling_metadata,
-                hidden_states, sample_hidden_states, aux_hidden_states, spec_decode_metadata,
-                common_attn_metadata, slot_mappings)
-        finally:
-            verified = readback.result()
-            if verified is not None:
-                self.bass_policy.observe(verified)
-
-    def _bass_plan_and_draft(self, req_ids, scheduler_output, sampled_token_ids,
-                             sampling_metadata, hidden_states, sample_hidden_states,
-                             aux_hidden_states, spec_decode_metadata, common_attn_metadata,
-                             slot_mappings):
         self._bass_forget_finished(req_ids)
-        cost = getattr(scheduler_output, "bass_step_cost", None)
-        if cost is not None and hasattr(self.bass_policy, "cost"):
-            from vllm_bass.proposer.cost_model import StepCostModel
-
-            self.bass_policy.cost = StepCostModel(*cost)  # measured by the scheduler
-        probes = getattr(self.bass_policy, "probes", None)
-        if probes is not None:
-            probes.need_off_sample = bool(getattr(scheduler_output, "bass_needs_off_sample",
-                                                  False))
-        plan = self.bass_policy.plan(req_ids)
-        k_max = self.bass_config.num_speculative_tokens
-        batch_length = max(0, min(plan.batch_length, k_max))
-        self.bass_plan = plan
+        batch_length = scheduler_output.num_spec_tokens_to_schedule
+        self.bass_draft_length = batch_length
         drafter = getattr(self, "drafter", None)
         debt = getattr(drafter, "bass_kv_debt", None)
-        if debt is not None and drafter.bass_can_catch_up():
+        if batch_length == 0 and self.bass_async:
+            batch_length = 1
+        elif debt is not None and drafter.bass_can_catch_up():
             starts = self.input_batch.num_computed_tokens_cpu[:len(req_ids)]
             if batch_length == 0 and self._bass_may_skip_draft(scheduler_output, req_ids,
                                                                starts, debt, drafter):
@@ -260,9 +175,8 @@ class BassModelRunnerMixin:
     def _bass_forget_finished(self, req_ids: list[str]) -> None:
         current = set(req_ids)
         debt = getattr(getattr(self, "drafter", None), "bass_kv_debt", None)
-        for gone in self._bass_known_reqs - current:
-            self.bass_policy.forget(gone)
-            if debt is not None:
+        if debt is not None:
+            for gone in self._bass_known_reqs - current:
                 debt.forget(gone)
         self._bass_known_reqs = current
 
@@ -277,16 +191,6 @@ class BassModelRunnerMixin:
             return super()._sample(logits, spec_decode_metadata)
         finally:
             self._bass_trace.end(token)
-
-    def take_draft_token_ids(self):
-        drafts = super().take_draft_token_ids()
-        plan = self.bass_plan
-        if drafts is None or plan.per_request is None:
-            return drafts
-        drafts.draft_token_ids = [
-            list(tokens[: plan.length_for(rid)])
-            for rid, tokens in zip(drafts.req_ids, drafts.draft_token_ids)]
-        return drafts
 
 
 _RUNNER_CLASSES: dict[type, type] = {}

@@ -1,5 +1,15 @@
-"""BASS scheduler policy: vLLM's Scheduler, plus what ragged adaptive drafts need.
+"""BASS scheduler policy: vLLM's Scheduler (or AsyncScheduler), plus what ragged adaptive
+drafts need.
 
+* The draft-length policy lives here, in the one scheduler process: every tensor-parallel
+  rank gets the same plan, and the plan exists before the step runs, which async scheduling
+  needs (the scheduler reserves the next step's draft slots before this step's drafts
+  exist). At schedule time of step t the policy has seen the verifications up to step t-1
+  (sync) or t-2 (async, one step in flight); it answers how many tokens each sequence drafts
+  during step t (verified in step t+1). The plan reaches the runner as
+  `num_spec_tokens_to_schedule` (the drafter's length; 0 = off-step); per-request lengths
+  are applied to the drafts here (sync: `update_draft_token_ids` cuts them; async: each
+  request's placeholders have its own length and the runner scatters only those drafts).
 * Lookahead: vLLM reserves `num_speculative_tokens` KV slots per running sequence for the
   draft model's lookahead; with BASS that is the most any sequence may draft (l_limit), so a
   sequence can grow its draft without a reallocation stall. Drafts that do not fit the token
@@ -7,12 +17,12 @@
   (base class) and re-draft after resuming.
 * vLLM pads *new* decode requests to 1 + K tokens to keep full CUDA graphs; with adaptive
   lengths up to 32 that padding would waste a whole draft's verification, so it is off.
-* Step costs: every pure-decode step is timed here (one process, so all tensor-parallel
-  ranks see the same numbers) and fitted by `StepCostEstimator`; the relative cost model for
-  the step's batch size rides to the workers on the scheduler output (`bass_step_cost`),
-  where the policy uses it to turn drafting off when it does not pay (auto-off) and, for
-  per_request, to choose the draft lengths. Off-steps skip the draft model, so they measure
-  plain decoding; `bass_needs_off_sample` asks for one when that measurement is stale.
+* Step costs: every pure-decode step is timed (the period between the ends of consecutive
+  steps' `update_from_output`, which in async mode is the pipelined step time) and fitted by
+  `StepCostEstimator`; the policy uses the relative cost model for the step's batch size to
+  turn drafting off when it does not pay (auto-off) and, for per_request, to choose the draft
+  lengths. Off-steps measure plain decoding; auto-off takes one when that measurement is
+  stale.
 BASS statistics are derived in the front end (`vllm_bass.metrics`) from the stats this
 scheduler already ships.
 """
@@ -21,65 +31,148 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import astuple
 
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
+from vllm_bass.config import bass_config_from_vllm
+from vllm_bass.proposer.auto_off import with_test_off_cycle
 from vllm_bass.proposer.cost_model import StepCostEstimator
+from vllm_bass.proposer.policies import DraftPlan, Verified, make_policy
 
 # Decayed count of measured off-steps (per batch bucket) below which auto-off takes an
 # occasional off-step, to measure what plain decoding costs (about one in 35 steps).
 OFF_SAMPLES_WANTED = 0.5
 
 
+def verified_from_output(scheduled_spec: dict[str, list[int]], sampled_token_ids,
+                         req_id_to_index: dict[str, int], probe: bool) -> list[Verified]:
+    """(draft length, accepted count) of every request that verified drafts in a step.
+    Requests whose output was discarded (preempted, finished early) are left out."""
+    out = []
+    for rid, drafts in scheduled_spec.items():
+        idx = req_id_to_index.get(rid)
+        if not drafts or idx is None or not sampled_token_ids:
+            continue
+        generated = sampled_token_ids[idx]
+        if len(generated) == 0:
+            continue
+        out.append(Verified(rid, len(drafts), max(0, min(len(generated) - 1, len(drafts))),
+                            probe))
+    return out
+
+
 class BassScheduler(Scheduler):
+    """Constructed through this class for both modes: `__new__` returns the async variant
+    when vLLM runs async scheduling (the class path is fixed before vLLM decides that)."""
+
+    def __new__(cls, *args, **kwargs):
+        if cls is BassScheduler:
+            vllm_config = kwargs.get("vllm_config", args[0] if args else None)
+            if vllm_config is not None and vllm_config.scheduler_config.async_scheduling:
+                cls = BassAsyncScheduler
+        return super().__new__(cls)
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.bass_async = isinstance(self, AsyncScheduler)
         # A non-None dynamic-SD table turns off vLLM's pad-new-decodes-to-1+K path
         # (scheduler.py, "Pad new decode requests to uniform spec decoding size"); the table
-        # itself just returns K, and our runner picks the real length each step.
+        # itself just returns K, and the policy picks the real length each step.
         if self.num_spec_tokens > 0:
             self.dynamic_sd_lookup = [self.num_spec_tokens] * (
                 self.scheduler_config.max_num_seqs + 1)
+        self.bass_config = bass_config_from_vllm(self.vllm_config)
+        if self.bass_config is None:
+            raise RuntimeError("BassScheduler started without additional_config['bass']; use "
+                               "--spec-worker bass or speculative_config={'method': 'bass'}")
+        self.bass_policy = with_test_off_cycle(make_policy(self.bass_config), os.environ)
+        # the plan whose drafts are being produced (verified by the next scheduled step)
+        self.bass_plan = DraftPlan(self.num_spec_tokens)
+        self._bass_known_reqs: set[str] = set()
         self.bass_costs = StepCostEstimator()
-        # (start time, batch, verified draft tokens, end time or None) of the step in flight
-        self._bass_step: list | None = None
+        self._bass_last_end: float | None = None  # end of the previous update_from_output
         # Diagnostics: VLLM_BASS_STEP_TRACE=FILE appends
-        # "start_s,batch,draft_steps,verify_tokens,ms"
-        # for every timed step (what the cost model is fitted to).
+        # "end_s,batch,draft_steps,verify_tokens,ms" for every timed step (what the cost
+        # model is fitted to).
         trace = os.environ.get("VLLM_BASS_STEP_TRACE")
         self._bass_trace = open(trace, "a", buffering=1) if trace else None
 
-    def schedule(self, *args, **kwargs):
-        self._bass_finish_step(draft_steps=0)  # no drafts came back for the last step
-        start = time.perf_counter()
-        out = super().schedule(*args, **kwargs)
-        spec = out.scheduled_spec_decode_tokens
-        batch = len(out.num_scheduled_tokens)
-        decode_only = batch > 0 and not out.scheduled_new_reqs and all(
-            n == 1 + len(spec.get(rid, ())) for rid, n in out.num_scheduled_tokens.items())
-        out.bass_step_cost = astuple(self.bass_costs.model_for(batch))
-        out.bass_needs_off_sample = self.bass_costs.off_weight(batch) < OFF_SAMPLES_WANTED
-        self._bass_step = ([start, batch, sum(len(s) for s in spec.values()), None]
-                           if decode_only else None)
-        return out
+    # -- planning ---------------------------------------------------------------------
+    def _update_after_schedule(self, scheduler_output) -> None:
+        if self.num_spec_tokens > 0:
+            self._bass_plan_step(scheduler_output)
+        super()._update_after_schedule(scheduler_output)
+        plan = self.bass_plan
+        if self.bass_async and plan.per_request is not None and self.num_spec_tokens > 0:
+            # AsyncScheduler gave every request num_spec_tokens_to_schedule placeholders;
+            # per-request plans reserve (and so verify) fewer for some sequences
+            longest = scheduler_output.num_spec_tokens_to_schedule
+            for rid in scheduler_output.num_scheduled_tokens:
+                request = self.requests[rid]
+                n = min(plan.length_for(rid), longest)
+                if not request.is_prefill_chunk and n != len(request.spec_token_ids):
+                    request.spec_token_ids = [-1] * n
 
+    def _bass_plan_step(self, out) -> None:
+        req_ids = list(out.num_scheduled_tokens)
+        self._bass_forget_finished()
+        policy = self.bass_policy
+        if hasattr(policy, "cost"):
+            policy.cost = self.bass_costs.model_for(len(req_ids))
+        probes = getattr(policy, "probes", None)
+        if probes is not None:
+            probes.need_off_sample = (
+                self.bass_costs.off_weight(len(req_ids)) < OFF_SAMPLES_WANTED)
+        # the step scheduled now verifies the drafts of the previous plan
+        out.bass_verified_probe = self.bass_plan.probe
+        plan = policy.plan(req_ids) if req_ids else self.bass_plan
+        self.bass_plan = plan
+        out.num_spec_tokens_to_schedule = max(0, min(plan.batch_length, self.num_spec_tokens))
+        out.bass_decode_only = bool(req_ids) and not out.scheduled_new_reqs and all(
+            n == 1 + len(out.scheduled_spec_decode_tokens.get(rid, ()))
+            for rid, n in out.num_scheduled_tokens.items())
+
+    def _bass_forget_finished(self) -> None:
+        current = set(self.requests)
+        for gone in self._bass_known_reqs - current:
+            self.bass_policy.forget(gone)
+        self._bass_known_reqs = current
+
+    # -- drafts (sync mode) -------------------------------------------------------------
+    def update_draft_token_ids(self, draft_token_ids) -> None:
+        plan = self.bass_plan
+        if plan.per_request is not None:
+            draft_token_ids.draft_token_ids = [
+                list(tokens[: plan.length_for(rid)])
+                for rid, tokens in zip(draft_token_ids.req_ids, draft_token_ids.draft_token_ids)]
+        super().update_draft_token_ids(draft_token_ids)
+
+    # -- observing ------------------------------------------------------------------------
     def update_from_output(self, scheduler_output, model_runner_output):
+        if self.num_spec_tokens > 0 and scheduler_output.scheduled_spec_decode_tokens:
+            self.bass_policy.observe(verified_from_output(
+                scheduler_output.scheduled_spec_decode_tokens,
+                model_runner_output.sampled_token_ids, model_runner_output.req_id_to_index,
+                getattr(scheduler_output, "bass_verified_probe", False)))
         result = super().update_from_output(scheduler_output, model_runner_output)
-        if self._bass_step is not None:
-            self._bass_step[3] = time.perf_counter()
+        self._bass_time_step(scheduler_output)
         return result
 
-    def update_draft_token_ids(self, draft_token_ids) -> None:
-        super().update_draft_token_ids(draft_token_ids)
-        self._bass_finish_step(
-            draft_steps=max((len(d) for d in draft_token_ids.draft_token_ids), default=0))
+    def _bass_time_step(self, out) -> None:
+        end = time.perf_counter()
+        last, self._bass_last_end = self._bass_last_end, end
+        if last is None or not getattr(out, "bass_decode_only", False):
+            return
+        batch = len(out.num_scheduled_tokens)
+        draft_steps = out.num_spec_tokens_to_schedule
+        verify_tokens = sum(len(s) for s in out.scheduled_spec_decode_tokens.values())
+        self.bass_costs.observe(batch, draft_steps, verify_tokens, end - last)
+        if self._bass_trace is not None:
+            self._bass_trace.write(f"{end:.6f},{batch},{draft_steps},{verify_tokens},"
+                                   f"{(end - last) * 1e3:.4f}\n")
 
-    def _bass_finish_step(self, draft_steps: int) -> None:
-        step, self._bass_step = self._bass_step, None
-        if step is not None and step[3] is not None:
-            start, batch, verify_tokens, end = step
-            self.bass_costs.observe(batch, draft_steps, verify_tokens, end - start)
-            if self._bass_trace is not None:
-                self._bass_trace.write(f"{start:.6f},{batch},{draft_steps},{verify_tokens},"
-                                       f"{(end - start) * 1e3:.4f}\n")
+
+class BassAsyncScheduler(BassScheduler, AsyncScheduler):
+    """BASS on vLLM's async scheduling (CUDA default): step t+1 is scheduled while step t
+    runs; drafts stay on the GPU and land in the placeholders reserved here."""

@@ -45,6 +45,10 @@ CONFIGS = {
                      "num_speculative_tokens": 16}, {}),
     # vLLM's own draft-model speculation with the same K as `fixed`
     "vllm_draft_model": ({"method": "draft_model", "num_speculative_tokens": 5}, {}),
+    # the same with vLLM's async scheduling asked for explicitly (vLLM leaves it off by
+    # default for draft_model, but accepts it when asked)
+    "vllm_draft_model_async": ({"method": "draft_model", "num_speculative_tokens": 5},
+                               {"async_scheduling": True}),
     "plain_triton_attn": (None, CUSTOM_ATTN),
     "bass_bass_attn": ({"method": "bass", "draft_length_policy": "bass", "attention": "bass"},
                        {}),

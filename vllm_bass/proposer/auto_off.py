@@ -126,8 +126,8 @@ class AutoOff(DraftLengthPolicy):
     """Runs `inner`'s plan when it is predicted to beat plain decoding, else drafts nothing.
 
     With the inner lengths l_i and acceptance estimates alpha_i, speculation emits
-    sum_i expected_tokens(alpha_i, l_i) tokens in T(l) (the step cost model, which the runner
-    refreshes from the scheduler's measurements through `cost`), plain decoding n tokens in
+    sum_i expected_tokens(alpha_i, l_i) tokens in T(l) (the step cost model, which the scheduler
+    replaces from its measurements through `cost`), plain decoding n tokens in
     T(0) = base. The batch goes off when the first rate is below the second; while off, the
     inner policy sees no observations (nothing is verified) and keeps its state, and every
     `probe_interval`-th off-step drafts one token (the cheapest probe; its outcome feeds the

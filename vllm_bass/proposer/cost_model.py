@@ -9,8 +9,8 @@ autoregressive draft step of the batch; c: one more verified token) by exponenti
 least squares, shrunk toward a prior shape so few or collinear samples still give a sane
 model. With speculation always on, `a` and `e` are not separable: the estimator reports how
 much off-step evidence it holds (`off_weight`) so auto-off can take an occasional off-step to
-measure plain decoding. The runner's policy gets the relative model (a = 1) through the
-scheduler output.
+measure plain decoding. The policy (in the scheduler too) plans with the relative model
+(a = 1).
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 A policy sees, after every verification, each drafted sequence's (draft length, accepted
 count) and answers the next step's lengths. Policies are pure and deterministic given those
 observations, so every tensor-parallel rank computes the same answer without talking.
-In the engine the observations arrive one step late (the runner reads the accepted counts
-back after queueing the next draft pass, see model_runner): a policy must judge a
-verification by what it carries (`Verified`), not by its own latest plan.
+In the engine the observations arrive late (the scheduler plans step t before step t-1's
+verification is known, and under async scheduling before t-2's, see vllm_bass.scheduler):
+a policy must judge a verification by what it carries (`Verified`), not by its own latest
+plan.
 """
 
 from __future__ import annotations

@@ -1,0 +1,147 @@
+"""The BASS scheduler owns the draft-length plan, in sync and in async scheduling.
+
+Driven here without a model: a real VllmConfig from the embedded pair, vLLM's own KV cache
+manager, and a fake runner that answers each step with chosen accepted counts. The async
+variant cannot run in the CPU engine (vLLM forces sync scheduling on CPU), so this is where
+its placeholder bookkeeping is checked on CPU; the GPU engine tests run it for real.
+"""
+
+import pytest
+
+from tests.harness import DRAFT, TARGET
+
+pytestmark = [pytest.mark.cpu, pytest.mark.gpu]
+
+
+def _scheduler(async_scheduling: bool, **spec):
+    import torch
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.sampling_params import SamplingParams  # noqa: F401
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig,
+                                            KVCacheGroupSpec)
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    from vllm_bass.scheduler import BassScheduler
+
+    args = EngineArgs(model=TARGET, max_model_len=512, max_num_seqs=8, dtype="float32",
+                      enable_prefix_caching=False,
+                      speculative_config={"method": "bass", "model": DRAFT, **spec})
+    config = args.create_engine_config()
+    config.scheduler_config.async_scheduling = async_scheduling
+    config.cache_config.num_gpu_blocks = 256  # what the engine sets after profiling
+    block = 16
+    kv = KVCacheConfig(num_blocks=256, kv_cache_tensors=[], kv_cache_groups=[
+        KVCacheGroupSpec(["layer"], FullAttentionSpec(block_size=block, num_kv_heads=1,
+                                                      head_size=8, dtype=torch.float32))])
+    sched = BassScheduler(vllm_config=config, kv_cache_config=kv,
+                          structured_output_manager=StructuredOutputManager(config),
+                          block_size=block, log_stats=True)
+    assert isinstance(sched, BassScheduler)
+    # the step cost model keeps its prior: this test's step times are not a GPU's
+    sched.bass_costs.observe = lambda *args: None
+    assert isinstance(sched, AsyncScheduler) == async_scheduling
+    return sched
+
+
+def _add(sched, rid: str, prompt_len: int = 8, max_tokens: int = 200):
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.request import Request
+
+    sched.add_request(Request(rid, list(range(1, prompt_len + 1)),
+                              SamplingParams(max_tokens=max_tokens, ignore_eos=True), None))
+
+
+def _output(out, accepted: dict[str, int]):
+    """What a runner returns for `out`: per request 1 + accepted tokens (capped)."""
+    from vllm.v1.outputs import ModelRunnerOutput
+
+    ids = list(out.num_scheduled_tokens)
+    sampled = []
+    for rid in ids:
+        n_draft = len(out.scheduled_spec_decode_tokens.get(rid, ()))
+        sampled.append([7] * (1 + min(accepted.get(rid, 0), n_draft)))
+    return ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
+                             sampled_token_ids=sampled)
+
+
+def _drafts(sched, out):
+    from vllm.v1.outputs import DraftTokenIds
+
+    ids = list(out.num_scheduled_tokens)
+    return DraftTokenIds(ids, [[5] * out.num_spec_tokens_to_schedule for _ in ids])
+
+
+def _run(sched, steps: int, accepted: dict[str, int]):
+    """Drive `steps` engine steps the way vLLM's engine core orders the calls: sync =
+    schedule, update, drafts; async = one step in flight (schedule t+1 before update t).
+    Returns [(scheduler output, drafts verified per request)]."""
+    log, pending = [], []
+    for _ in range(steps):
+        out = sched.schedule()
+        log.append((out, {r: len(s) for r, s in out.scheduled_spec_decode_tokens.items()}))
+        if sched.bass_async:
+            pending.append(out)
+            if len(pending) == 2:
+                done = pending.pop(0)
+                sched.update_from_output(done, _output(done, accepted))
+        else:
+            sched.update_from_output(out, _output(out, accepted))
+            sched.update_draft_token_ids(_drafts(sched, out))
+    return log
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_algorithm1_plan_reaches_the_drafter_and_the_verification(async_scheduling):
+    """Every sequence accepts its whole draft: Algorithm 1 grows 7, 9, 11, ...; each step
+    tells the drafter the current length, and the next step verifies exactly that many."""
+    sched = _scheduler(async_scheduling, draft_length_policy="bass", auto_off=False)
+    for r in ("a", "b"):
+        _add(sched, r)
+    log = _run(sched, 8, accepted={"a": 99, "b": 99})
+    lengths = [out.num_spec_tokens_to_schedule for out, _ in log]
+    assert lengths[0] == 7 and lengths[-1] > 7 and lengths == sorted(lengths), lengths
+    assert all(b - a in (0, 2) for a, b in zip(lengths, lengths[1:])), lengths
+    for (prev, _), (_, verified) in zip(log, log[1:]):
+        if verified:
+            assert set(verified.values()) == {prev.num_spec_tokens_to_schedule}, verified
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_per_request_lengths_are_ragged_in_the_verification(async_scheduling):
+    """per_request: a sequence that always accepts drafts long, one that never accepts drafts
+    short (or not at all); the verification batch carries both lengths at once."""
+    sched = _scheduler(async_scheduling, draft_length_policy="per_request",
+                       num_speculative_tokens=8)
+    for r in ("good", "bad"):
+        _add(sched, r)
+    log = _run(sched, 30, accepted={"good": 99, "bad": 0})
+    late = [v for _, v in log[-10:] if v]
+    assert late, "no verification in the last steps"
+    assert all(v.get("good", 0) > v.get("bad", 0) for v in late), late
+    assert max(v.get("good", 0) for v in late) >= 4, late
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_auto_off_schedules_no_drafts_and_probes(async_scheduling):
+    """Nothing is ever accepted: auto-off turns the batch off (0 drafts scheduled, drafter
+    told 0) and probes with one token now and then."""
+    sched = _scheduler(async_scheduling, draft_length_policy="bass")
+    for r in ("a", "b", "c"):
+        _add(sched, r)
+    log = _run(sched, 80, accepted={})
+    lengths = [out.num_spec_tokens_to_schedule for out, _ in log]
+    assert lengths[-40:].count(0) >= 35, lengths
+    assert 1 in lengths[10:], f"no probe: {lengths}"
+    # a step never verifies drafts that its predecessor did not plan
+    for (prev, _), (_, verified) in zip(log, log[1:]):
+        assert max(verified.values(), default=0) <= prev.num_spec_tokens_to_schedule
+
+
+def test_policy_forgets_finished_requests():
+    sched = _scheduler(False, draft_length_policy="per_request")
+    _add(sched, "short", max_tokens=3)
+    _add(sched, "long")
+    _run(sched, 12, accepted={"short": 99, "long": 99})
+    assert "short" not in sched.bass_policy.estimates.successes
+    assert "long" in sched.bass_policy.estimates.successes
