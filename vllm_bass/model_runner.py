@@ -8,9 +8,11 @@ back rejected KV slots by overwriting. The mixin changes what BASS changes:
   * the draft length of each step is the scheduler's plan (`vllm_bass.scheduler`, where the
     draft-length policy lives), `num_spec_tokens_to_schedule`; per-sequence lengths are
     applied by the scheduler, so the next verification batch is ragged;
-  * whole-batch off-steps of pure decoding run no draft pass at all under sync scheduling
-    (a plain decode step); the next drafting step catches the draft's KV up
-    (`proposer.draft_sync`). Under async scheduling they run a one-token draft pass;
+  * whole-batch off-steps of pure decoding run no draft pass at all (a plain decode step);
+    the next drafting step catches the draft's KV up (`proposer.draft_sync`, from a device
+    record of the skipped tokens, since under async scheduling the host does not have them
+    yet). Under async scheduling, an off-step that verifies drafts still runs a one-token
+    draft pass (vLLM corrects the next step's positions from that pass's bookkeeping);
   * full CUDA graphs for one-token decoding: vLLM captures its full decode graphs only for
     batches of exactly 1 + K tokens per sequence (K = num_speculative_tokens, 32 for
     `bass`) and rounds every capture size to a multiple of 1 + K. BASS verification is
@@ -43,6 +45,11 @@ OVERRIDDEN_RUNNER_METHODS = {
         "(self, logits: torch.Tensor | None, spec_decode_metadata: vllm.v1.spec_decode.metadata.SpecDecodeMetadata | None) -> vllm.v1.outputs.SamplerOutput",
 }
 
+# Most positions one request may owe the draft before the runner stops skipping its pass
+# (auto-off probes at least every 256 off-steps; a probe drafts and settles the debt).
+SKIPPED_TOKENS_DEPTH = 512
+
+
 class BassModelRunnerMixin:
     """Mixed in front of vLLM's runner class by `install_bass_runner` (see worker.py)."""
 
@@ -67,8 +74,13 @@ class BassModelRunnerMixin:
             self._bass_graph_one_token_decode()
         if getattr(self, "drafter", None) is not None:
             from vllm_bass.proposer.draft_model import install_bass_drafter
+            from vllm_bass.proposer.draft_sync import SkippedTokens
 
             install_bass_drafter(self.drafter)
+            # slots for every live request, twice over (finished ones are freed a step late)
+            self._bass_skipped = SkippedTokens(2 * getattr(self, "max_num_reqs", 256),
+                                               SKIPPED_TOKENS_DEPTH,
+                                               getattr(self, "device", "cpu"))
 
     def _bass_graph_one_token_decode(self) -> None:
         """Before the KV cache (and CUDA graph keys) are set up: uniform decode is 1 token."""
@@ -124,31 +136,35 @@ class BassModelRunnerMixin:
     def _bass_propose(self, scheduler_output, sampled_token_ids, sampling_metadata,
                       hidden_states, sample_hidden_states, aux_hidden_states,
                       spec_decode_metadata, common_attn_metadata, slot_mappings):
-        """Draft `num_spec_tokens_to_schedule` tokens (the scheduler's plan). Off-steps (0):
-        sync scheduling skips the draft pass in pure decoding and catches the draft's KV
-        up on the next drafting step; async scheduling cannot (the skipped tokens are not
-        on the host yet), so it runs a one-token draft pass whose draft is never scheduled,
-        which keeps the draft's KV current."""
+        """Draft `num_spec_tokens_to_schedule` tokens (the scheduler's plan). Off-steps (0)
+        of pure decoding skip the draft pass, recording their input tokens on the device;
+        the next drafting step catches the draft's KV up from that record. Where an
+        off-step cannot skip under async scheduling, it runs a one-token draft pass whose
+        draft is never scheduled, which keeps the draft's KV current."""
         req_ids = list(self.input_batch.req_ids)
         self._bass_forget_finished(req_ids)
         batch_length = scheduler_output.num_spec_tokens_to_schedule
         self.bass_draft_length = batch_length
         drafter = getattr(self, "drafter", None)
         debt = getattr(drafter, "bass_kv_debt", None)
-        if batch_length == 0 and self.bass_async:
-            batch_length = 1
-        elif debt is not None and drafter.bass_can_catch_up():
+        if debt is not None and drafter.bass_can_catch_up():
             starts = self.input_batch.num_computed_tokens_cpu[:len(req_ids)]
-            if batch_length == 0 and self._bass_may_skip_draft(scheduler_output, req_ids,
-                                                               starts, debt, drafter):
+            # async: a step that verified drafts must run vLLM's draft-pass bookkeeping
+            # (the next step's optimistic positions are corrected from it)
+            if (batch_length == 0 and not (self.bass_async and spec_decode_metadata is not None)
+                    and self._bass_may_skip_draft(scheduler_output, req_ids, starts, debt,
+                                                  drafter, self._bass_skipped.depth)):
                 debt.record_skip(req_ids, starts)
+                scheduled = [scheduler_output.num_scheduled_tokens[r] for r in req_ids]
+                self._bass_skipped.record(req_ids, scheduled, starts, self.input_ids.gpu)
                 self._draft_probs = None
                 self._draft_prob_req_ids = None
                 # a list, not an empty device tensor: no copy stream, event or sync
                 return [[] for _ in req_ids]
             if debt and spec_decode_metadata is None:
-                drafter.bass_catch_up = debt.settle(req_ids, starts,
-                                                    self.input_batch.token_ids_cpu)
+                drafter.bass_catch_up = debt.settle(req_ids, starts, self._bass_skipped)
+        if batch_length == 0 and self.bass_async:
+            batch_length = 1  # drafts nothing that is scheduled; keeps the draft's KV
         saved = scheduler_output.num_spec_tokens_to_schedule
         scheduler_output.num_spec_tokens_to_schedule = batch_length
         try:
@@ -162,15 +178,19 @@ class BassModelRunnerMixin:
                 drafter.bass_catch_up = None
 
     @staticmethod
-    def _bass_may_skip_draft(scheduler_output, req_ids, starts, debt, drafter) -> bool:
+    def _bass_may_skip_draft(scheduler_output, req_ids, starts, debt, drafter,
+                             max_owed: int = 1 << 30) -> bool:
         """Skip the draft pass only in pure decoding (one token plus its drafts per request),
-        and only while the catch-up it leaves fits one first pass of the drafter."""
+        and only while the catch-up it leaves fits one first pass of the drafter and each
+        request's debt fits the record of skipped tokens (`max_owed`)."""
         spec = scheduler_output.scheduled_spec_decode_tokens
         scheduled = [scheduler_output.num_scheduled_tokens.get(r, 0) for r in req_ids]
         if any(n != 1 + len(spec.get(r, ())) for r, n in zip(req_ids, scheduled)):
             return False
-        owed_next = int((debt.owed(req_ids, starts) + scheduled).sum())
-        return owed_next + 2 * len(req_ids) <= drafter.max_num_tokens
+        owed_next = debt.owed(req_ids, starts) + scheduled
+        if len(req_ids) and int(owed_next.max()) > max_owed:
+            return False
+        return int(owed_next.sum()) + 2 * len(req_ids) <= drafter.max_num_tokens
 
     def _bass_forget_finished(self, req_ids: list[str]) -> None:
         current = set(req_ids)
@@ -178,6 +198,7 @@ class BassModelRunnerMixin:
         if debt is not None:
             for gone in self._bass_known_reqs - current:
                 debt.forget(gone)
+                self._bass_skipped.forget(gone)
         self._bass_known_reqs = current
 
     def _sample(self, logits, spec_decode_metadata):

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from vllm_bass.proposer.draft_sync import DraftKVDebt, apply_catch_up, extend_queries
+from vllm_bass.proposer.draft_sync import (DraftKVDebt, SkippedTokens, apply_catch_up,
+                                           extend_queries)
 
 pytestmark = [pytest.mark.cpu]
 
@@ -32,6 +33,35 @@ def test_debt_counts_from_the_first_skipped_position_and_clears_on_settle():
     assert not debt and debt.settle(["a", "b"], np.array([13, 25]), tokens) is None
 
 
+def test_device_record_of_skipped_tokens_gives_the_host_buffer_catch_up():
+    """The device record (what async scheduling must use: the host has placeholders for the
+    latest tokens) gives the same catch-up as the host token buffer, across skipped steps
+    of one token and one that verified drafts (b accepted 2 of 3), slot reuse included."""
+    rng = np.random.default_rng(0)
+    history = rng.integers(0, 2048, (2, 500))  # the true token at each (row, position)
+    record = SkippedTokens(max_reqs=3, depth=16, device="cpu")
+    debt = DraftKVDebt()
+    record.record(["old"], [1], np.array([5]), torch.tensor([99]))
+    record.forget("old")  # its slot is reused
+    steps = [([1, 1], [10, 20]), ([1, 4], [11, 21]), ([1, 1], [12, 24])]
+    for scheduled, starts in steps:
+        starts = np.array(starts)
+        ids = np.concatenate([history[row, s:s + n] for row, (n, s) in
+                              enumerate(zip(scheduled, starts))])
+        if scheduled[1] == 4:
+            ids[-1] = 7  # b's rejected third draft: never owed
+        debt.record_skip(["a", "b"], starts)
+        record.record(["a", "b"], scheduled, starts, torch.from_numpy(ids))
+    expected = DraftKVDebt()
+    expected.missing_from = dict(debt.missing_from)
+    now = np.array([13, 25])
+    on_host = expected.settle(["a", "b"], now, history)
+    on_device = debt.settle(["a", "b"], now, record)
+    assert on_device.extra.tolist() == on_host.extra.tolist() == [3, 5]
+    assert on_device.token_ids.tolist() == on_host.token_ids.tolist()
+    assert on_host.token_ids.tolist() == history[0, 10:13].tolist() + history[1, 20:25].tolist()
+
+
 def test_restarted_request_owes_nothing():
     """Preempted and recomputed from position 0: the target's pass rewrites everything."""
     debt = DraftKVDebt()
@@ -39,8 +69,9 @@ def test_restarted_request_owes_nothing():
     assert debt.owed(["a"], np.array([0])).tolist() == [0]
 
 
+@pytest.mark.parametrize("tokens_on_device", [False, True])
 @pytest.mark.parametrize("seed", range(5))
-def test_extended_first_pass_matches_longhand(seed):
+def test_extended_first_pass_matches_longhand(seed, tokens_on_device):
     rng = np.random.default_rng(seed)
     batch, block_size, max_blocks = int(rng.integers(1, 7)), 16, 12
     qlens = rng.integers(1, 5, batch)
@@ -66,6 +97,8 @@ def test_extended_first_pass_matches_longhand(seed):
     if not extra.any():
         assert catch_up is None
         return
+    if tokens_on_device:  # as gathered from SkippedTokens
+        catch_up.token_ids = torch.from_numpy(catch_up.token_ids)
     new_ids, new_pos, new_cad = apply_catch_up(catch_up, ids, positions, cad, block_size)
     # longhand: each request's query now starts `extra` positions earlier
     want_pos = np.concatenate([np.arange(s - e, s + q) for s, e, q in zip(starts, extra, qlens)])

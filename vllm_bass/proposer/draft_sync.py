@@ -6,7 +6,7 @@ draft "first pass" over every token the target processed, even when it drafts no
 (on small targets a draft pass costs as much as a target pass). So a whole-batch off-step
 of pure decoding runs no draft at all, and `DraftKVDebt` remembers, per request, the first
 position whose draft KV was not written. The next step that drafts prepends those positions'
-tokens (from the runner's token buffer) to each request's query of the draft's first pass:
+tokens (`SkippedTokens`, recorded on the device) to each request's query of the draft's first pass:
 one short prefill per request instead of one pass per step, written to the same slots.
 
 Exactness never depends on this (the target verifies every token); a missed catch-up
@@ -34,7 +34,9 @@ class CatchUp:
 
     extra: np.ndarray      # [B] int: missed positions per request (0: none)
     starts: np.ndarray     # [B] int: position of each request's first scheduled token
-    token_ids: np.ndarray  # [sum(extra)] int: the missed tokens, request by request
+    # [sum(extra)] the missed tokens, request by request (host array, or a device tensor
+    # gathered from SkippedTokens)
+    token_ids: np.ndarray | torch.Tensor
 
     @property
     def num_tokens(self) -> int:
@@ -64,21 +66,75 @@ class DraftKVDebt:
             self.missing_from[rid] = min(self.missing_from.get(rid, int(s)), int(s))
 
     def settle(self, req_ids: list[str], starts: np.ndarray,
-               token_ids_cpu: np.ndarray) -> CatchUp | None:
-        """The catch-up for a drafting step over `req_ids` (rows of `token_ids_cpu`); the
-        debt of these requests is cleared. None when nothing is owed."""
+               tokens: "np.ndarray | SkippedTokens") -> CatchUp | None:
+        """The catch-up for a drafting step over `req_ids`; the debt of these requests is
+        cleared. `tokens`: the host token buffer (rows = batch rows) or the device record of
+        skipped tokens (async scheduling). None when nothing is owed."""
         extra = self.owed(req_ids, starts)
         for rid in req_ids:
             self.missing_from.pop(rid, None)
         if not extra.any():
             return None
-        ids = [token_ids_cpu[row, int(starts[row]) - int(n):int(starts[row])]
-               for row, n in enumerate(extra) if n]
-        return CatchUp(extra, np.asarray(starts, dtype=np.int64).copy(),
-                       np.concatenate(ids).astype(np.int64))
+        rows = np.repeat(np.arange(len(req_ids)), extra)
+        first = np.concatenate([[0], np.cumsum(extra)])[:-1]
+        positions = (np.asarray(starts, dtype=np.int64)[rows] - extra[rows]
+                     + np.arange(len(rows)) - first[rows])
+        if isinstance(tokens, SkippedTokens):
+            token_ids = tokens.gather(req_ids, rows, positions)
+        else:
+            token_ids = np.asarray(tokens)[rows, positions].astype(np.int64)
+        return CatchUp(extra, np.asarray(starts, dtype=np.int64).copy(), token_ids)
 
     def forget(self, req_id: str) -> None:
         self.missing_from.pop(req_id, None)
+
+
+class SkippedTokens:
+    """Device record of the tokens the draft skipped, for the catch-up.
+
+    Under async scheduling the host does not have the tokens sampled in the last steps
+    (vLLM's host token buffer holds placeholders for them), so each skipped step's input
+    tokens -- the target's input ids, already on the device -- are copied into a ring of
+    `depth` positions per request (one small scatter, no sync); the catch-up gathers from it.
+    Used in sync scheduling too (one code path). A request may owe at most `depth` tokens
+    (the runner does not skip beyond that)."""
+
+    def __init__(self, max_reqs: int, depth: int, device: torch.device | str):
+        self.depth = depth
+        self.tokens = torch.zeros(max_reqs * depth, dtype=torch.int64, device=device)
+        self.slot_of: dict[str, int] = {}
+        self.free = list(range(max_reqs - 1, -1, -1))
+
+    def _slot(self, req_id: str) -> int:
+        slot = self.slot_of.get(req_id)
+        if slot is None:
+            if not self.free:
+                raise RuntimeError("SkippedTokens: more live requests than slots")
+            slot = self.slot_of[req_id] = self.free.pop()
+        return slot
+
+    def record(self, req_ids: list[str], num_scheduled: np.ndarray, starts: np.ndarray,
+               input_ids: torch.Tensor) -> None:
+        """A skipped step: request i had `num_scheduled[i]` input tokens from position
+        `starts[i]`, laid out request by request in `input_ids`."""
+        counts = np.asarray(num_scheduled, dtype=np.int64)
+        rows = np.repeat(np.arange(len(req_ids)), counts)
+        offsets = np.arange(len(rows)) - np.concatenate([[0], np.cumsum(counts)])[:-1][rows]
+        positions = np.asarray(starts, dtype=np.int64)[rows] + offsets
+        slots = np.array([self._slot(r) for r in req_ids], dtype=np.int64)
+        index = to_device(slots[rows] * self.depth + positions % self.depth, self.tokens.device)
+        self.tokens.index_copy_(0, index, input_ids[:len(rows)].to(torch.int64))
+
+    def gather(self, req_ids: list[str], rows: np.ndarray, positions: np.ndarray
+               ) -> torch.Tensor:
+        slots = np.array([self.slot_of[r] for r in req_ids], dtype=np.int64)
+        index = slots[rows] * self.depth + np.asarray(positions, dtype=np.int64) % self.depth
+        return self.tokens[to_device(index, self.tokens.device)]
+
+    def forget(self, req_id: str) -> None:
+        slot = self.slot_of.pop(req_id, None)
+        if slot is not None:
+            self.free.append(slot)
 
 
 def extend_queries(query_start_loc_cpu: np.ndarray, catch_up: CatchUp
@@ -126,11 +182,16 @@ def apply_catch_up(catch_up: CatchUp, target_token_ids: torch.Tensor,
     # one pinned, non-blocking copy (a blocking one waits for the target's forward)
     missed_rows_np = np.repeat(np.arange(len(catch_up.extra)), catch_up.extra)
     n_src, m = len(source), len(missed_positions)
-    both = to_device(np.concatenate([source, catch_up.token_ids.astype(np.int64),
-                                     missed_positions, missed_rows_np, new_qsl]).astype(np.int64),
-                     device)
-    source_t, missed_ids, missed_pos, missed_rows, new_qsl_t = both.split(
-        [n_src, m, m, m, len(new_qsl)])
+    on_device = isinstance(catch_up.token_ids, torch.Tensor)
+    host_ids = [] if on_device else [np.asarray(catch_up.token_ids, dtype=np.int64)]
+    both = to_device(np.concatenate([source, *host_ids, missed_positions, missed_rows_np,
+                                     new_qsl]).astype(np.int64), device)
+    if on_device:
+        source_t, missed_pos, missed_rows, new_qsl_t = both.split([n_src, m, m, len(new_qsl)])
+        missed_ids = catch_up.token_ids.to(device)
+    else:
+        source_t, missed_ids, missed_pos, missed_rows, new_qsl_t = both.split(
+            [n_src, m, m, m, len(new_qsl)])
     missed_ids = missed_ids.to(target_token_ids.dtype)
     ids = torch.cat([target_token_ids[:n], missed_ids])[source_t]
     positions = torch.cat([target_positions[:n], missed_pos.to(target_positions.dtype)])[
