@@ -111,6 +111,38 @@ def device_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def config_rows(name: str, results: list[dict], sizes: list[int], max_tokens: int) -> list[dict]:
+    """One row per batch size from an engine's job results (warm-up, then 2 repeats per
+    size; the best repeat is kept, counters are differenced over the size's jobs)."""
+    rows = []
+    for i, bs in enumerate(sizes):
+        reps = results[1 + 2 * i: 3 + 2 * i]
+        if len(reps) < 2:
+            break  # the run stopped before this size
+        best = min(r["seconds"] for r in reps)
+        m = reps[-1]["metrics"]
+        before = results[2 * i]["metrics"]  # the job just before this pair
+        d = {k: metric(m, k) - metric(before, k) for k in (
+            "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+            "vllm:spec_decode_num_accepted_tokens")}
+        steps = {s: metric(m, "vllm:bass_steps", speculation=s)
+                 - metric(before, "vllm:bass_steps", speculation=s) for s in ("on", "off")}
+        drafts = d["vllm:spec_decode_num_drafts"]
+        rows.append({
+            "config": name, "batch": bs, "seconds": best,
+            "ms_per_token": 1000.0 * best / max_tokens,
+            "tokens_per_s": bs * max_tokens / best,
+            "mean_acceptance_length": (1 + d["vllm:spec_decode_num_accepted_tokens"] / drafts)
+            if drafts else None,
+            "mean_draft_length": (d["vllm:spec_decode_num_draft_tokens"] / drafts)
+            if drafts else None,
+            "off_step_fraction": steps["off"] / (steps["on"] + steps["off"])
+            if steps["on"] + steps["off"] else None,
+            "greedy_equals_plain": None,
+        })
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="benchmarks/results/e2e_policies")
@@ -125,7 +157,14 @@ def main() -> None:
     ap.add_argument("--pair", choices=("embedded", "llama7b"), default="embedded")
     ap.add_argument("--alpha", type=float, default=0.8,
                     help="synthetic per-token acceptance for --pair llama7b")
+    ap.add_argument("--summarize", action="store_true",
+                    help="run nothing: rebuild the table from the per-configuration JSONs "
+                         "that a run stopped early left at --out (no greedy check: they "
+                         "hold no token ids)")
+    ap.add_argument("--device", help="with --summarize: the device the run was on "
+                    "(default: the one the per-configuration JSONs name)")
     args = ap.parse_args()
+    device = args.device or device_name()
     target, draft, load = TARGET, DRAFT, {}
     if args.pair == "llama7b":
         target, draft = dummy_pair(REPO_ROOT / "benchmarks" / ".models")
@@ -139,7 +178,15 @@ def main() -> None:
         prompts = [PROMPTS[i % len(PROMPTS)] for i in range(bs)]
         jobs += [{"prompts": prompts, "sampling": sampling}] * 2  # 2 repeats, best kept
     rows, raw = [], {}
-    for name in args.configs.split(","):
+    for name in args.configs.split(",") if args.summarize else ():
+        path = Path(f"{args.out}_{name}.json")
+        if path.exists():
+            saved = json.loads(path.read_text())
+            device = args.device or saved.get("device", device)
+            results = [{"seconds": t, "metrics": m}
+                       for t, m in zip(saved["seconds"], saved["metrics"])]
+            rows += config_rows(name, results, saved["sizes"], saved["max_tokens"])
+    for name in () if args.summarize else args.configs.split(","):
         base_name, _, alpha = name.partition("@")
         spec, engine = CONFIGS[base_name]
         kwargs = base_engine_kwargs(dtype=args.dtype, max_num_seqs=max(sizes),
@@ -158,35 +205,13 @@ def main() -> None:
         raw[name] = out
         # keep what we have if a later configuration runs out of time
         Path(f"{args.out}_{name}.json").write_text(json.dumps(
-            {"config": name, "sizes": sizes, "max_tokens": args.max_tokens,
+            {"config": name, "device": device, "sizes": sizes, "max_tokens": args.max_tokens,
              "seconds": [r["seconds"] for r in out["results"]],
              "metrics": [r.get("metrics") for r in out["results"]]}))
-        for i, bs in enumerate(sizes):
-            reps = out["results"][1 + 2 * i: 3 + 2 * i]
-            best = min(r["seconds"] for r in reps)
-            m = reps[-1]["metrics"]
-            before = out["results"][2 * i]["metrics"]  # the job just before this pair
-            d = {k: metric(m, k) - metric(before, k) for k in (
-                "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
-                "vllm:spec_decode_num_accepted_tokens")}
-            steps = {s: metric(m, "vllm:bass_steps", speculation=s)
-                     - metric(before, "vllm:bass_steps", speculation=s) for s in ("on", "off")}
-            drafts = d["vllm:spec_decode_num_drafts"]
-            rows.append({
-                "config": name, "batch": bs, "seconds": best,
-                "ms_per_token": 1000.0 * best / args.max_tokens,
-                "tokens_per_s": bs * args.max_tokens / best,
-                "mean_acceptance_length": (1 + d["vllm:spec_decode_num_accepted_tokens"] / drafts)
-                if drafts else None,
-                "mean_draft_length": (d["vllm:spec_decode_num_draft_tokens"] / drafts)
-                if drafts else None,
-                "off_step_fraction": steps["off"] / (steps["on"] + steps["off"])
-                if steps["on"] + steps["off"] else None,
-                "greedy_equals_plain": None,
-            })
+        rows += config_rows(name, out["results"], sizes, args.max_tokens)
     # losslessness check on the side: greedy outputs must match plain decoding
     # (against plain decoding on the same attention backend: bf16 kernels may round differently)
-    cuda = device_name().startswith("NVIDIA")
+    cuda = device.startswith("NVIDIA")
     for r in rows:
         if args.pair != "embedded":
             continue  # synthetic acceptance is not lossless by design; dummy weights anyway
@@ -208,7 +233,7 @@ def main() -> None:
                      if x["config"] == p and x["batch"] == r["batch"]), None)
         r["speedup_vs_plain"] = base["seconds"] / r["seconds"] if base else None
         r["plain_reference"] = base["config"] if base else None
-    result = {"device": device_name(), "pair": args.pair, "target": Path(target).name,
+    result = {"device": device, "pair": args.pair, "target": Path(target).name,
               "draft": Path(draft).name, "dtype": args.dtype,
               "synthetic_alpha": args.alpha if args.pair == "llama7b" else None,
               "eager": args.eager, "max_tokens": args.max_tokens, "rows": rows,

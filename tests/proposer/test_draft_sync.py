@@ -56,7 +56,9 @@ def test_device_record_of_skipped_tokens_gives_the_host_buffer_catch_up():
     expected.missing_from = dict(debt.missing_from)
     now = np.array([13, 25])
     on_host = expected.settle(["a", "b"], now, history)
-    on_device = debt.settle(["a", "b"], now, record)
+    # "new" joined after the skipped steps: it owes nothing and has no slot
+    on_device = debt.settle(["a", "new", "b"], np.array([13, 3, 25]), record)
+    on_device.extra = on_device.extra[[0, 2]]
     assert on_device.extra.tolist() == on_host.extra.tolist() == [3, 5]
     assert on_device.token_ids.tolist() == on_host.token_ids.tolist()
     assert on_host.token_ids.tolist() == history[0, 10:13].tolist() + history[1, 20:25].tolist()

@@ -111,13 +111,9 @@ def translate_engine_args(args: Any) -> BassConfig | None:
                               f"--spec-worker bass ({SCHEDULER_CLS}); drop --scheduler-cls")
     args.worker_cls = worker
     args.scheduler_cls = SCHEDULER_CLS
-    if (getattr(args, "async_scheduling", False) is None and not current_platform.is_cpu()
-            and args.distributed_executor_backend in (None, "mp", "uni")):
-        # vLLM leaves async scheduling off for draft_model speculation unless asked; BASS
-        # plans its drafts in the scheduler (vllm_bass.scheduler) and runs with it, which
-        # hides the host's per-step work (off-steps cost what plain decoding costs).
-        # --no-async-scheduling keeps it off; CPU forces it off.
-        args.async_scheduling = True
+    # Async scheduling: vLLM leaves it off for draft_model speculation unless asked
+    # (--async-scheduling), and so do we; BASS supports it (vllm_bass.scheduler), but it is
+    # not measured to pay yet (README, session 5). CPU forces it off.
     args.speculative_config = vllm_spec
     args.additional_config = dict(args.additional_config or {})
     args.additional_config[ADDITIONAL_CONFIG_KEY] = cfg.to_dict()

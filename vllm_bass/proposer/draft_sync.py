@@ -127,8 +127,9 @@ class SkippedTokens:
 
     def gather(self, req_ids: list[str], rows: np.ndarray, positions: np.ndarray
                ) -> torch.Tensor:
-        slots = np.array([self.slot_of[r] for r in req_ids], dtype=np.int64)
-        index = slots[rows] * self.depth + np.asarray(positions, dtype=np.int64) % self.depth
+        # only requests that owe tokens have a slot (they were in a skipped step)
+        slots = np.array([self.slot_of[req_ids[r]] for r in rows], dtype=np.int64)
+        index = slots * self.depth + np.asarray(positions, dtype=np.int64) % self.depth
         return self.tokens[to_device(index, self.tokens.device)]
 
     def forget(self, req_id: str) -> None:
