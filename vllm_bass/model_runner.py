@@ -9,9 +9,9 @@ back rejected KV slots by overwriting. The mixin changes what BASS changes:
     draft-length policy lives), `num_spec_tokens_to_schedule`; per-sequence lengths are
     applied by the scheduler, so the next verification batch is ragged;
   * whole-batch off-steps of pure decoding run no draft pass at all (a plain decode step);
-    the next drafting step catches the draft's KV up (`proposer.draft_sync`, from a device
-    record of the skipped tokens, since under async scheduling the host does not have them
-    yet). Under async scheduling, an off-step that verifies drafts still runs a one-token
+    the next drafting step catches the draft's KV up (`proposer.draft_sync`; under async
+    scheduling from a device record of the skipped tokens, since the host does not have
+    them yet). Under async scheduling, an off-step that verifies drafts still runs a one-token
     draft pass (vLLM corrects the next step's positions from that pass's bookkeeping);
   * full CUDA graphs for one-token decoding: vLLM captures its full decode graphs only for
     batches of exactly 1 + K tokens per sequence (K = num_speculative_tokens, 32 for
@@ -137,8 +137,10 @@ class BassModelRunnerMixin:
                       hidden_states, sample_hidden_states, aux_hidden_states,
                       spec_decode_metadata, common_attn_metadata, slot_mappings):
         """Draft `num_spec_tokens_to_schedule` tokens (the scheduler's plan). Off-steps (0)
-        of pure decoding skip the draft pass, recording their input tokens on the device;
-        the next drafting step catches the draft's KV up from that record. Where an
+        of pure decoding skip the draft pass; the next drafting step catches the draft's KV
+        up from the host token buffer (sync) or, under async scheduling, where the host
+        has placeholders for the latest tokens, from a device record of the skipped
+        steps' input tokens. Where an
         off-step cannot skip under async scheduling, it runs a one-token draft pass whose
         draft is never scheduled, which keeps the draft's KV current."""
         req_ids = list(self.input_batch.req_ids)
@@ -155,14 +157,17 @@ class BassModelRunnerMixin:
                     and self._bass_may_skip_draft(scheduler_output, req_ids, starts, debt,
                                                   drafter, self._bass_skipped.depth)):
                 debt.record_skip(req_ids, starts)
-                scheduled = [scheduler_output.num_scheduled_tokens[r] for r in req_ids]
-                self._bass_skipped.record(req_ids, scheduled, starts, self.input_ids.gpu)
+                if self.bass_async:  # sync: the host token buffer has them
+                    scheduled = [scheduler_output.num_scheduled_tokens[r] for r in req_ids]
+                    self._bass_skipped.record(req_ids, scheduled, starts, self.input_ids.gpu)
                 self._draft_probs = None
                 self._draft_prob_req_ids = None
                 # a list, not an empty device tensor: no copy stream, event or sync
                 return [[] for _ in req_ids]
             if debt and spec_decode_metadata is None:
-                drafter.bass_catch_up = debt.settle(req_ids, starts, self._bass_skipped)
+                drafter.bass_catch_up = debt.settle(
+                    req_ids, starts,
+                    self._bass_skipped if self.bass_async else self.input_batch.token_ids_cpu)
         if batch_length == 0 and self.bass_async:
             batch_length = 1  # drafts nothing that is scheduled; keeps the draft's KV
         saved = scheduler_output.num_spec_tokens_to_schedule

@@ -39,6 +39,7 @@ class AcceptanceEstimates:
         self.prior_weight = prior_weight
         self.successes: dict[str, float] = {}
         self.failures: dict[str, float] = {}
+        self.version = 0  # changes whenever an estimate does (plans cache on it)
 
     def alpha(self, req_id: str) -> float:
         s = self.successes.get(req_id)
@@ -48,6 +49,8 @@ class AcceptanceEstimates:
 
     def observe(self, verified: list[Verified]) -> None:
         b, w = self.ema, self.prior_weight
+        if verified:
+            self.version += 1
         for v in verified:
             s = self.successes.get(v.req_id, w * self.prior_alpha)
             f = self.failures.get(v.req_id, w * (1.0 - self.prior_alpha))
@@ -55,7 +58,8 @@ class AcceptanceEstimates:
             self.failures[v.req_id] = (1 - b) * f + (1.0 if v.num_accepted < v.num_draft else 0.0)
 
     def forget(self, req_id: str) -> None:
-        self.successes.pop(req_id, None)
+        if self.successes.pop(req_id, None) is not None:
+            self.version += 1
         self.failures.pop(req_id, None)
 
 

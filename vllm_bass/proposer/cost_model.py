@@ -43,6 +43,7 @@ class StepCostModel:
                 + self.per_verify_token * total)
 
 
+RESOLVE_EVERY = 8  # observations between two solves of a bucket's costs
 OUTLIER_FACTOR = 4.0  # a step this many times its predicted time is a stall, not a cost
 PRIOR_COSTS = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.01,
                             draft_pass=0.05)
@@ -60,7 +61,8 @@ class _Fit:
     weight: float = 0.0
     mean_time: float = 0.0
     off_weight: float = 0.0  # decayed count of steps that did not draft
-    theta: np.ndarray | None = None  # the solved costs, until the next observation
+    theta: np.ndarray | None = None  # the solved costs
+    unsolved: int = 0  # observations since theta was solved
 
 
 class StepCostEstimator:
@@ -86,7 +88,7 @@ class StepCostEstimator:
             if predicted > 0 and seconds > OUTLIER_FACTOR * predicted:
                 self.outliers += 1
                 return
-        fit.theta = None
+        fit.unsolved += 1
         fit.off_weight = fit.off_weight * self.forget + (1.0 - drafted)
         fit.xtx = self.forget * fit.xtx + np.outer(x, x)
         fit.xty = self.forget * fit.xty + x * seconds
@@ -108,11 +110,14 @@ class StepCostEstimator:
                              draft_pass=max(float(theta[1] / a), 0.0))
 
     def _theta(self, fit: _Fit) -> np.ndarray:
-        """Absolute costs (seconds) [base, draft_pass, per_draft_step, per_verify_token];
-        solved once per observation (the scheduler asks for it every step, the outlier check
-        again after the step)."""
-        if fit.theta is None:
+        """Absolute costs (seconds) [base, draft_pass, per_draft_step, per_verify_token].
+        Re-solved after every RESOLVE_EVERY observations (and until min_weight is reached),
+        not every step: the scheduler asks every step, a solve costs ~0.1 ms of host time
+        per step, and the costs move slowly (forgetting factor 0.98, ~50 steps)."""
+        if (fit.theta is None or fit.unsolved >= RESOLVE_EVERY
+                or (fit.unsolved and fit.weight < 2 * self.min_weight)):
             fit.theta = self._solve(fit)
+            fit.unsolved = 0
         return fit.theta
 
     def _solve(self, fit: _Fit) -> np.ndarray:

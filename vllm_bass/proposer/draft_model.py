@@ -49,11 +49,17 @@ class BassDraftModelProposer(DraftModelProposer):
 
     def bass_can_catch_up(self) -> bool:
         """Catch-up rewrites the first pass's inputs: only for 1-D positions, no hidden
-        states fed to the draft, and the extra-slot (draft model) first pass."""
-        return (self.needs_extra_input_slots and not self.pass_hidden_states_to_model
+        states fed to the draft, and the extra-slot (draft model) first pass. Fixed for
+        the engine's life; asked every step, so computed once (uses_mrope reads the HF
+        config, ~0.1 ms)."""
+        can = self.__dict__.get("_bass_can_catch_up")
+        if can is None:
+            can = self._bass_can_catch_up = bool(
+                self.needs_extra_input_slots and not self.pass_hidden_states_to_model
                 and not self.parallel_drafting and not self.supports_mm_inputs
                 and not self.use_heterogeneous_vocab
                 and not self.vllm_config.model_config.uses_mrope)
+        return can
 
     def propose(self, num_speculative_tokens, target_token_ids, target_positions,
                 target_hidden_states, next_token_ids, token_indices_to_sample,

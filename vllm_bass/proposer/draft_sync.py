@@ -6,7 +6,8 @@ draft "first pass" over every token the target processed, even when it drafts no
 (on small targets a draft pass costs as much as a target pass). So a whole-batch off-step
 of pure decoding runs no draft at all, and `DraftKVDebt` remembers, per request, the first
 position whose draft KV was not written. The next step that drafts prepends those positions'
-tokens (`SkippedTokens`, recorded on the device) to each request's query of the draft's first pass:
+tokens (the runner's host token buffer; under async scheduling `SkippedTokens`, recorded on
+the device) to each request's query of the draft's first pass:
 one short prefill per request instead of one pass per step, written to the same slots.
 
 Exactness never depends on this (the target verifies every token); a missed catch-up
@@ -96,8 +97,7 @@ class SkippedTokens:
     (vLLM's host token buffer holds placeholders for them), so each skipped step's input
     tokens -- the target's input ids, already on the device -- are copied into a ring of
     `depth` positions per request (one small scatter, no sync); the catch-up gathers from it.
-    Used in sync scheduling too (one code path). A request may owe at most `depth` tokens
-    (the runner does not skip beyond that)."""
+    A request may owe at most `depth` tokens (the runner does not skip beyond that)."""
 
     def __init__(self, max_reqs: int, depth: int, device: torch.device | str):
         self.depth = depth

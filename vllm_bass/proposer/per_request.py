@@ -36,6 +36,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
         # auto_off=False keeps every sequence drafting at least one token
         self.min_length = 0 if bass_config.auto_off else 1
         self.probes = ProbeSchedule()  # all lengths 0: probe with length 1 now and then
+        self._last_key: tuple | None = None
+        self._last_lengths: list[int] = []
 
     @property
     def probe_interval(self) -> int:
@@ -80,11 +82,21 @@ class PerRequestDraftLength(DraftLengthPolicy):
                 rate = new_rate
             if rate > best_rate + 1e-12:
                 best_rate, best_lengths = rate, lengths
+            if int(lengths.max()) < cap:
+                # the cap did not bind: with gains falling along the draft, no larger cap
+                # takes another position at this rate, so the optimum is found
+                break
         return [int(x) for x in best_lengths]
 
     def plan(self, req_ids: list[str]) -> DraftPlan:
-        lengths = [max(self.min_length, n) for n in
-                   self.best_lengths([self.alpha(r) for r in req_ids])]
+        # the optimum depends only on the estimates and the cost model: while neither
+        # changed (off-steps verify nothing) the last answer stands
+        key = (tuple(req_ids), self.estimates.version, self.cost)
+        if self._last_key != key:
+            self._last_key = key
+            self._last_lengths = [max(self.min_length, n) for n in
+                                  self.best_lengths([self.alpha(r) for r in req_ids])]
+        lengths = list(self._last_lengths)
         off = bool(req_ids) and not any(lengths)
         probe = self.probes.probe_due(off)
         if probe:
