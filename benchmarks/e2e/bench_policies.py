@@ -43,6 +43,11 @@ CONFIGS = {
     "bass": ({"method": "bass", "draft_length_policy": "bass"}, {}),
     "per_request": ({"method": "bass", "draft_length_policy": "per_request",
                      "num_speculative_tokens": 16}, {}),
+    # BASS under vLLM's async scheduling (opt-in: --async-scheduling)
+    "bass_async": ({"method": "bass", "draft_length_policy": "bass"}, {"async_scheduling": True}),
+    "per_request_async": ({"method": "bass", "draft_length_policy": "per_request",
+                           "num_speculative_tokens": 16}, {"async_scheduling": True}),
+    "plain_sync": (None, {"async_scheduling": False}),
     # vLLM's own draft-model speculation with the same K as `fixed`
     "vllm_draft_model": ({"method": "draft_model", "num_speculative_tokens": 5}, {}),
     # the same with vLLM's async scheduling asked for explicitly (vLLM leaves it off by
