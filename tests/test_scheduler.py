@@ -145,3 +145,26 @@ def test_policy_forgets_finished_requests():
     _run(sched, 12, accepted={"short": 99, "long": 99})
     assert "short" not in sched.bass_policy.estimates.successes
     assert "long" in sched.bass_policy.estimates.successes
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_plain_step_measurements_are_real_off_steps(async_scheduling):
+    """While plain decoding is unmeasured, auto-off takes measuring off-steps among paying
+    drafting steps: one at a time under sync scheduling, two in a row under async (the first
+    still runs a one-token draft pass, so it is timed as a one-token drafting step; sync
+    skips the pass even there)."""
+    sched = _scheduler(async_scheduling, draft_length_policy="fixed", num_speculative_tokens=4)
+    timed = []
+    sched.bass_costs.observe = lambda batch, draft_steps, verify, seconds: timed.append(
+        (draft_steps, verify))
+    for r in ("a", "b"):
+        _add(sched, r)
+    log = _run(sched, 40, accepted={"a": 99, "b": 99})
+    lengths = [out.num_spec_tokens_to_schedule for out, _ in log]
+    runs = [len(run) for run in "".join("0" if n == 0 else "x" for n in lengths[2:]).split("x")
+            if run]
+    assert runs and set(runs) == {2 if async_scheduling else 1}, lengths
+    if async_scheduling:
+        assert all(verify == 0 for steps, verify in timed if steps == 0), timed
+        assert (1, 8) in timed, timed  # the first off-step of each pair
+    assert any(steps == 0 for steps, _ in timed), timed

@@ -22,7 +22,8 @@ drafts need.
   `StepCostEstimator`; the policy uses the relative cost model for the step's batch size to
   turn drafting off when it does not pay (auto-off) and, for per_request, to choose the draft
   lengths. Off-steps measure plain decoding; auto-off takes one when that measurement is
-  stale.
+  stale (two in a row under async scheduling, where an off-step that verifies drafts still
+  runs a one-token draft pass and is timed as such).
 BASS statistics are derived in the front end (`vllm_bass.metrics`) from the stats this
 scheduler already ships.
 """
@@ -87,6 +88,9 @@ class BassScheduler(Scheduler):
             raise RuntimeError("BassScheduler started without additional_config['bass']; use "
                                "--spec-worker bass or speculative_config={'method': 'bass'}")
         self.bass_policy = with_test_off_cycle(make_policy(self.bass_config), os.environ)
+        probes = getattr(self.bass_policy, "probes", None)
+        if probes is not None and self.bass_async:
+            probes.measure_steps = 2  # see ProbeSchedule.measure_steps
         # the plan whose drafts are being produced (verified by the next scheduled step)
         self.bass_plan = DraftPlan(self.num_spec_tokens)
         self._bass_known_reqs: set[str] = set()
@@ -139,6 +143,14 @@ class BassScheduler(Scheduler):
             self.bass_policy.forget(gone)
         self._bass_known_reqs = current
 
+    def bass_draft_steps_run(self, planned: int, verify_tokens: int) -> int:
+        """Draft steps the runner ran in a step: the plan, except that under async
+        scheduling an off-step that verified drafts runs a one-token pass (model_runner),
+        which must not be timed as plain decoding."""
+        if planned == 0 and self.bass_async and verify_tokens > 0:
+            return 1
+        return planned
+
     # -- drafts (sync mode) -------------------------------------------------------------
     def update_draft_token_ids(self, draft_token_ids) -> None:
         plan = self.bass_plan
@@ -165,8 +177,8 @@ class BassScheduler(Scheduler):
         if last is None or not getattr(out, "bass_decode_only", False):
             return
         batch = len(out.num_scheduled_tokens)
-        draft_steps = out.num_spec_tokens_to_schedule
         verify_tokens = sum(len(s) for s in out.scheduled_spec_decode_tokens.values())
+        draft_steps = self.bass_draft_steps_run(out.num_spec_tokens_to_schedule, verify_tokens)
         self.bass_costs.observe(batch, draft_steps, verify_tokens, end - last)
         if self._bass_trace is not None:
             self._bass_trace.write(f"{end:.6f},{batch},{draft_steps},{verify_tokens},"

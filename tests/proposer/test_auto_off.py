@@ -219,6 +219,18 @@ def test_measures_plain_step_when_the_scheduler_asks():
     assert all(p.plan(["a"]).batch_length == 4 for _ in range(40))
 
 
+def test_async_measurement_takes_two_consecutive_off_steps():
+    """Under async scheduling the first off-step after drafting still drafts one token (it
+    verifies the last drafts); the scheduler asks for two, and only two, in a row."""
+    cheap = StepCostModel(base=1.0, per_draft_step=0.01, per_verify_token=0.002)
+    p = AutoOff(FixedDraftLength(4), cfg("fixed", 4), cheap)
+    p.probes.measure_steps = 2
+    p.probes.need_off_sample = True
+    lengths = [p.plan(["a"]).batch_length for _ in range(20)]
+    first = p.probes.measure_interval - 1
+    assert lengths.count(0) == 2 and lengths[first:first + 2] == [0, 0], lengths
+
+
 def test_forced_off_cycle_test_aid():
     from vllm_bass.proposer.auto_off import with_test_off_cycle
 

@@ -81,8 +81,16 @@ class ProbeSchedule:
         self.steps_off = 0
         self.steps_on = 0
         self.need_off_sample = False
+        # consecutive off-steps per measurement: under async scheduling the first off-step
+        # after drafting still runs a draft pass (it verifies the last drafts), so only a
+        # second one measures plain decoding (the scheduler sets 2 there)
+        self.measure_steps = 1
+        self._measuring = 0
 
     def measure_off_due(self, off: bool) -> bool:
+        if self._measuring:
+            self._measuring -= 1
+            return True
         if off:
             self.steps_on = 0
             return False
@@ -90,6 +98,7 @@ class ProbeSchedule:
         if self.need_off_sample and self.steps_on >= self.measure_interval:
             self.steps_on = 0
             self.need_off_sample = False  # one per request from the scheduler
+            self._measuring = self.measure_steps - 1
             return True
         return False
 
