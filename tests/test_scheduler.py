@@ -13,7 +13,8 @@ from tests.harness import DRAFT, TARGET
 pytestmark = [pytest.mark.cpu, pytest.mark.gpu]
 
 
-def _scheduler(async_scheduling: bool, **spec):
+def _scheduler(async_scheduling: bool, max_model_len: int = 512, measured_costs: bool = False,
+               **spec):
     import torch
     from vllm.engine.arg_utils import EngineArgs
     from vllm.sampling_params import SamplingParams  # noqa: F401
@@ -24,22 +25,24 @@ def _scheduler(async_scheduling: bool, **spec):
 
     from vllm_bass.scheduler import BassScheduler
 
-    args = EngineArgs(model=TARGET, max_model_len=512, max_num_seqs=8, dtype="float32",
+    args = EngineArgs(model=TARGET, max_model_len=max_model_len, max_num_seqs=8, dtype="float32",
                       enable_prefix_caching=False,
                       speculative_config={"method": "bass", "model": DRAFT, **spec})
     config = args.create_engine_config()
     config.scheduler_config.async_scheduling = async_scheduling
-    config.cache_config.num_gpu_blocks = 256  # what the engine sets after profiling
     block = 16
-    kv = KVCacheConfig(num_blocks=256, kv_cache_tensors=[], kv_cache_groups=[
+    blocks = 8 * (max_model_len // block + 4)
+    config.cache_config.num_gpu_blocks = blocks  # what the engine sets after profiling
+    kv = KVCacheConfig(num_blocks=blocks, kv_cache_tensors=[], kv_cache_groups=[
         KVCacheGroupSpec(["layer"], FullAttentionSpec(block_size=block, num_kv_heads=1,
                                                       head_size=8, dtype=torch.float32))])
     sched = BassScheduler(vllm_config=config, kv_cache_config=kv,
                           structured_output_manager=StructuredOutputManager(config),
                           block_size=block, log_stats=True)
     assert isinstance(sched, BassScheduler)
-    # the step cost model keeps its prior: this test's step times are not a GPU's
-    sched.bass_costs.observe = lambda *args: None
+    if not measured_costs:
+        # the step cost model keeps its prior: this test's step times are not a GPU's
+        sched.bass_costs.observe = lambda *args: None
     assert isinstance(sched, AsyncScheduler) == async_scheduling
     return sched
 
@@ -168,3 +171,88 @@ def test_plain_step_measurements_are_real_off_steps(async_scheduling):
         assert all(verify == 0 for steps, verify in timed if steps == 0), timed
         assert (1, 8) in timed, timed  # the first off-step of each pair
     assert any(steps == 0 for steps, _ in timed), timed
+
+
+# Closed loop: the scheduler's cost model, the policies and auto-off against a simulated
+# device whose step time follows a known cost law (relative to a plain step = 1) and whose
+# drafts are accepted geometrically with rate alpha. Measured as the engine measures:
+# the virtual clock advances by each step's cost before its output is processed.
+HOST_BOUND_PAIR = dict(base=1.0, draft_pass=0.5, per_draft_step=0.5, per_verify_token=0.01)
+SEVEN_B_PAIR = dict(base=1.0, draft_pass=0.05, per_draft_step=0.04, per_verify_token=0.002)
+
+
+def _simulate(sched, cost: dict, alpha: float, steps: int, batch: int = 4, seed: int = 0):
+    """Tokens per unit of virtual time, BASS over plain decoding (plain: `batch` tokens
+    per `base`)."""
+    import random
+
+    import vllm_bass.scheduler as module
+
+    rng = random.Random(seed)
+    clock = [0.0]
+    real_time = module.time
+    module.time = type("VirtualTime", (), {"perf_counter": staticmethod(lambda: clock[0])})
+    emitted, next_id = [0], [0]
+
+    def add():
+        _add(sched, f"r{next_id[0]}", max_tokens=400)
+        next_id[0] += 1
+
+    def execute(out):
+        """The runner's step: accepted counts, emitted tokens, the step's cost."""
+        accepted, verify = {}, 0
+        for rid, drafts in out.scheduled_spec_decode_tokens.items():
+            n = 0
+            while n < len(drafts) and rng.random() < alpha:
+                n += 1
+            accepted[rid] = n
+            verify += len(drafts)
+        result = _output(out, accepted)
+        emitted[0] += sum(len(t) for t in result.sampled_token_ids)
+        drafted = sched.bass_draft_steps_run(out.num_spec_tokens_to_schedule, verify)
+        clock[0] += (cost["base"] + cost["per_verify_token"] * verify
+                     + (cost["draft_pass"] + cost["per_draft_step"] * drafted
+                        if drafted else 0.0))
+        return result
+
+    try:
+        for _ in range(batch):
+            add()
+        pending = []
+        for _ in range(steps):
+            out = sched.schedule()
+            pending.append(out)
+            if sched.bass_async and len(pending) < 2:
+                continue
+            done = pending.pop(0)
+            sched.update_from_output(done, execute(done))
+            if not sched.bass_async:
+                sched.update_draft_token_ids(_drafts(sched, done))
+            for _ in range(batch - len(sched.running) - len(sched.waiting)):
+                add()  # keep the batch full
+    finally:
+        module.time = real_time
+    return (emitted[0] / clock[0]) / (batch / cost["base"])
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+@pytest.mark.parametrize("policy", ["bass", "per_request", "fixed"])
+def test_auto_off_keeps_speculation_from_losing_on_a_host_bound_pair(policy, async_scheduling):
+    """Draft steps cost half a plain step and drafts are accepted at 0.5: speculation cannot
+    pay (about 0.6x at best); the measured cost law and auto-off must bring the batch close
+    to plain decoding (off-steps, rare probes and plain-step measurements cost a little)."""
+    sched = _scheduler(async_scheduling, max_model_len=2048, measured_costs=True,
+                       draft_length_policy=policy, num_speculative_tokens=8)
+    speedup = _simulate(sched, HOST_BOUND_PAIR, alpha=0.5, steps=600)
+    assert speedup >= 0.9, f"{policy}: {speedup:.2f}x plain decoding"
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+@pytest.mark.parametrize("policy", ["bass", "per_request", "fixed"])
+def test_speculation_stays_on_where_it_pays(policy, async_scheduling):
+    """A 7B-like pair: draft steps cost 4% of a plain step, acceptance 0.8 (about 2.5x
+    possible); auto-off must leave speculation on."""
+    sched = _scheduler(async_scheduling, max_model_len=2048, measured_costs=True,
+                       draft_length_policy=policy, num_speculative_tokens=8)
+    speedup = _simulate(sched, SEVEN_B_PAIR, alpha=0.8, steps=400)
+    assert speedup >= 1.8, f"{policy}: {speedup:.2f}x plain decoding"
