@@ -190,7 +190,9 @@ class BassModelRunnerMixin:
         request's debt fits the record of skipped tokens (`max_owed`)."""
         spec = scheduler_output.scheduled_spec_decode_tokens
         scheduled = [scheduler_output.num_scheduled_tokens.get(r, 0) for r in req_ids]
-        if any(n != 1 + len(spec.get(r, ())) for r, n in zip(req_ids, scheduled)):
+        # every request has >= 1 + its drafts scheduled: equal sums mean each is equal
+        if sum(scheduled) != len(req_ids) + sum(len(spec.get(r, ())) for r in req_ids) or (
+                not all(scheduled)):
             return False
         owed_next = debt.owed(req_ids, starts) + scheduled
         if len(req_ids) and int(owed_next.max()) > max_owed:

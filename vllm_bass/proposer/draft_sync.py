@@ -55,16 +55,18 @@ class DraftKVDebt:
 
     def owed(self, req_ids: list[str], starts: np.ndarray) -> np.ndarray:
         """Missed positions before each request's first scheduled token."""
-        out = np.zeros(len(req_ids), dtype=np.int64)
-        for i, rid in enumerate(req_ids):
-            first = self.missing_from.get(rid)
-            if first is not None:
-                out[i] = max(0, int(starts[i]) - first)
-        return out
+        if not self.missing_from:
+            return np.zeros(len(req_ids), dtype=np.int64)
+        missing = self.missing_from  # asked every off-step: plain Python ints, one pass
+        return np.array([max(0, s - missing.get(r, s)) for r, s in
+                         zip(req_ids, np.asarray(starts).tolist())], dtype=np.int64)
 
     def record_skip(self, req_ids: list[str], starts: np.ndarray) -> None:
-        for rid, s in zip(req_ids, starts):
-            self.missing_from[rid] = min(self.missing_from.get(rid, int(s)), int(s))
+        missing = self.missing_from
+        for rid, s in zip(req_ids, np.asarray(starts).tolist()):
+            first = missing.get(rid)
+            if first is None or s < first:
+                missing[rid] = s
 
     def settle(self, req_ids: list[str], starts: np.ndarray,
                tokens: "np.ndarray | SkippedTokens") -> CatchUp | None:
