@@ -1,5 +1,6 @@
 """Draft-length policies on hand-built acceptance sequences."""
 
+import numpy as np
 import pytest
 
 from vllm_bass.config import BassConfig
@@ -88,6 +89,25 @@ def test_per_request_optimum_matches_brute_force():
 
     best = max(itertools.product(range(5), repeat=3), key=rate)
     assert rate(got) == pytest.approx(rate(best), rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_per_request_single_sequence_matches_brute_force(seed):
+    """Batch 1 takes a direct scan over the lengths; it must find the brute-force optimum
+    for any acceptance and costs (0 included: drafting that does not pay)."""
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(1, 33))
+    cfg = BassConfig(draft_model="d", num_speculative_tokens=k, draft_length_policy="per_request")
+    cost = StepCostModel(base=1.0, per_draft_step=float(rng.uniform(0.001, 0.6)),
+                         per_verify_token=float(rng.uniform(0.0, 0.1)),
+                         draft_pass=float(rng.uniform(0.0, 0.5)))
+    alpha = float(rng.uniform(0.0, 1.0))
+    got = PerRequestDraftLength(cfg, cost).best_lengths([alpha])
+
+    def rate(l):
+        return (1 + sum(alpha ** j for j in range(1, l + 1))) / cost.step_time([l])
+
+    assert rate(got[0]) == pytest.approx(max(rate(l) for l in range(k + 1)), rel=1e-12)
 
 
 def test_per_request_auto_off_can_be_disabled():
