@@ -1,9 +1,25 @@
 #!/usr/bin/env bash
-# On the GPU host, after `source .gpubundle/setup.sh`: the gpu-marked tests (engine, server
-# through `vllm serve`, bad input, distribution, CUSTOM attention backend), logs into $OUT.
+# On the GPU host, after `source .gpubundle/setup.sh`: the gpu-marked tests, logs into $OUT.
+# The whole set takes ~10 min, more than one 600 s device call with the set-up, so it comes
+# in two parts that each fit one call:
+#   bash scripts/gpu_tests.sh engine   # greedy equality (every policy, preemption, auto-off,
+#                                      # catch-up), distribution, synthetic acceptance
+#   bash scripts/gpu_tests.sh rest     # server via `vllm serve`, CUSTOM attention engine,
+#                                      # bad input, patches, plugin, scheduler, runner
+#   bash scripts/gpu_tests.sh          # both (two calls' worth)
+# Extra arguments go to pytest. The kernel tests: benchmarks/kernels/run_kernels_gpu.sh.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
+part=${1:-all}
+[ $# -gt 0 ] && shift
+ENGINE=(tests/test_engine_greedy.py tests/sampling)
+case "$part" in
+  engine) targets=("${ENGINE[@]}"); ignore=() ;;
+  rest) targets=(tests); ignore=(--ignore=tests/test_engine_greedy.py --ignore=tests/sampling) ;;
+  all) targets=(tests); ignore=() ;;
+  *) echo "usage: $0 [engine|rest|all] [pytest args]" >&2; exit 2 ;;
+esac
 nvidia-smi --query-gpu=name,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
-python3 -m pytest -m gpu -v -rs --durations=15 -p no:cacheprovider "$@" tests \
-  --ignore=tests/kernels 2>&1 | tee "$OUT/gpu_tests.txt"
+python3 -m pytest -m gpu -v -rs --durations=15 -p no:cacheprovider "$@" "${targets[@]}" \
+  --ignore=tests/kernels "${ignore[@]}" 2>&1 | tee "$OUT/gpu_tests_$part.txt"
