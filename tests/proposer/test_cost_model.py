@@ -2,6 +2,7 @@
 
 import random
 
+import numpy as np
 import pytest
 
 from vllm_bass.proposer.cost_model import StepCostEstimator, batch_bucket
@@ -76,3 +77,24 @@ def test_one_time_stalls_do_not_move_the_model():
     for k in (0, 3, 6):
         assert stalled.model_for(8).time_for(k, 0) == pytest.approx(
             clean.model_for(8).time_for(k, 0), rel=0.02)
+
+
+def test_batched_fold_equals_step_by_step_forgetting():
+    """Observations are folded into the normal equations in batches; the result must be
+    the per-step exponentially forgotten sums."""
+    from vllm_bass.proposer.cost_model import _Fit
+
+    rng = np.random.default_rng(3)
+    forget = 0.98
+    fit = _Fit(rng.random((4, 4)), rng.random(4))
+    xtx, xty = fit.xtx.copy(), fit.xty.copy()
+    for _ in range(11):
+        x = (1.0, float(rng.integers(0, 2)), float(rng.integers(0, 9)), float(rng.integers(0, 40)))
+        y = float(rng.random())
+        fit.pending.append((x, y))
+        xtx = forget * xtx + np.outer(x, x)
+        xty = forget * xty + np.array(x) * y
+    fit.fold(forget)
+    assert not fit.pending
+    np.testing.assert_allclose(fit.xtx, xtx, rtol=1e-12)
+    np.testing.assert_allclose(fit.xty, xty, rtol=1e-12)
