@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from vllm_bass.utils.host_copy import to_device
+from vllm_bass.utils.ragged import ragged_rows
 
 
 @dataclass
@@ -78,10 +79,7 @@ class DraftKVDebt:
             self.missing_from.pop(rid, None)
         if not extra.any():
             return None
-        rows = np.repeat(np.arange(len(req_ids)), extra)
-        first = np.concatenate([[0], np.cumsum(extra)])[:-1]
-        positions = (np.asarray(starts, dtype=np.int64)[rows] - extra[rows]
-                     + np.arange(len(rows)) - first[rows])
+        rows, positions = missed_tokens(extra, starts)
         if isinstance(tokens, SkippedTokens):
             token_ids = tokens.gather(req_ids, rows, positions)
         else:
@@ -119,9 +117,7 @@ class SkippedTokens:
                input_ids: torch.Tensor) -> None:
         """A skipped step: request i had `num_scheduled[i]` input tokens from position
         `starts[i]`, laid out request by request in `input_ids`."""
-        counts = np.asarray(num_scheduled, dtype=np.int64)
-        rows = np.repeat(np.arange(len(req_ids)), counts)
-        offsets = np.arange(len(rows)) - np.concatenate([[0], np.cumsum(counts)])[:-1][rows]
+        rows, offsets = ragged_rows(num_scheduled)
         positions = np.asarray(starts, dtype=np.int64)[rows] + offsets
         slots = np.array([self._slot(r) for r in req_ids], dtype=np.int64)
         index = to_device(slots[rows] * self.depth + positions % self.depth, self.tokens.device)
@@ -140,6 +136,14 @@ class SkippedTokens:
             self.free.append(slot)
 
 
+def missed_tokens(extra: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(request row, position) of each owed token, request by request: row i owes the
+    `extra[i]` positions just before `starts[i]`."""
+    extra = np.asarray(extra, dtype=np.int64)
+    rows, offsets = ragged_rows(extra)
+    return rows, np.asarray(starts, dtype=np.int64)[rows] - extra[rows] + offsets
+
+
 def extend_queries(query_start_loc_cpu: np.ndarray, catch_up: CatchUp
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Layout of the extended first pass.
@@ -149,20 +153,15 @@ def extend_queries(query_start_loc_cpu: np.ndarray, catch_up: CatchUp
     qsl = np.asarray(query_start_loc_cpu, dtype=np.int64)
     qlens = np.diff(qsl)
     extra = catch_up.extra.astype(np.int64)
-    n, m = int(qsl[-1]), int(extra.sum())
+    n = int(qsl[-1])
     new_qsl = np.concatenate([[0], np.cumsum(qlens + extra)])
-    rows = np.arange(len(qlens))
     # within each new query: first the request's missed tokens, then its original ones
     ext_first = np.concatenate([[0], np.cumsum(extra)])[:-1]
-    new_index = np.arange(n + m)
-    row_of = np.repeat(rows, qlens + extra)
-    offset = new_index - new_qsl[row_of]
+    row_of, offset = ragged_rows(qlens + extra)
     is_missed = offset < extra[row_of]
     source = np.where(is_missed, n + ext_first[row_of] + offset,
                       qsl[row_of] + offset - extra[row_of])
-    missed_rows = np.repeat(rows, extra)
-    missed_positions = (catch_up.starts[missed_rows] - extra[missed_rows]
-                        + (np.arange(m) - ext_first[missed_rows]))
+    _, missed_positions = missed_tokens(extra, catch_up.starts)
     return new_qsl, source, missed_positions
 
 
@@ -183,7 +182,7 @@ def apply_catch_up(catch_up: CatchUp, target_token_ids: torch.Tensor,
     new_qsl, source, missed_positions = extend_queries(qsl_cpu, catch_up)
     device = target_token_ids.device
     # one pinned, non-blocking copy (a blocking one waits for the target's forward)
-    missed_rows_np = np.repeat(np.arange(len(catch_up.extra)), catch_up.extra)
+    missed_rows_np, _ = ragged_rows(catch_up.extra)
     n_src, m = len(source), len(missed_positions)
     on_device = isinstance(catch_up.token_ids, torch.Tensor)
     host_ids = [] if on_device else [np.asarray(catch_up.token_ids, dtype=np.int64)]

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from vllm_bass.utils.host_copy import to_device
+from vllm_bass.utils.ragged import ragged_rows
 
 PLACEHOLDER_TOKEN_ID = -1
 GREEDY_TEMPERATURE = 0.0
@@ -68,8 +69,7 @@ def ragged_layout(num_draft_tokens: list[int], device: torch.device):
     `device`, built on the host and moved in one copy."""
     counts = np.asarray(num_draft_tokens, dtype=np.int64)
     total = int(counts.sum())
-    req = np.repeat(np.arange(len(counts)), counts)
-    pos = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    req, pos = ragged_rows(counts)
     both = to_device(np.concatenate([req, pos, counts]), device)
     return both[:total], both[total:2 * total], both[2 * total:]
 
