@@ -62,9 +62,8 @@ class _Fit:
     mean_time: float = 0.0
     off_weight: float = 0.0  # decayed count of steps that did not draft
     theta: np.ndarray | None = None  # the solved costs
-    unsolved: int = 0  # observations since theta was solved
-    # observations not yet folded into xtx / xty: (x, seconds), folded in one numpy
-    # operation before a solve (per-step matrix updates cost ~0.05 ms of host time)
+    # observations since theta was solved, not yet folded into xtx / xty: (x, seconds),
+    # folded in one numpy operation before a solve (per-step matrix updates cost ~0.05 ms)
     pending: list = field(default_factory=list)
 
     def fold(self, forget: float) -> None:
@@ -103,7 +102,6 @@ class StepCostEstimator:
             if predicted > 0 and seconds > OUTLIER_FACTOR * predicted:
                 self.outliers += 1
                 return
-        fit.unsolved += 1
         fit.off_weight = fit.off_weight * self.forget + (1.0 - drafted)
         fit.pending.append((x, seconds))
         fit.mean_time = (fit.mean_time * fit.weight * self.forget + seconds) / (
@@ -128,11 +126,11 @@ class StepCostEstimator:
         Re-solved after every RESOLVE_EVERY observations (and until min_weight is reached),
         not every step: the scheduler asks every step, a solve costs ~0.1 ms of host time
         per step, and the costs move slowly (forgetting factor 0.98, ~50 steps)."""
-        if (fit.theta is None or fit.unsolved >= RESOLVE_EVERY
-                or (fit.unsolved and fit.weight < 2 * self.min_weight)):
+        unsolved = len(fit.pending)
+        if (fit.theta is None or unsolved >= RESOLVE_EVERY
+                or (unsolved and fit.weight < 2 * self.min_weight)):
             fit.fold(self.forget)
             fit.theta = self._solve(fit)
-            fit.unsolved = 0
         return fit.theta
 
     def _solve(self, fit: _Fit) -> np.ndarray:
