@@ -66,6 +66,7 @@ class BassModelRunnerMixin:
                 self.sampler, self.speculative_config, bass_config, self.device)
         self._bass_known_reqs: set[str] = set()
         self.bass_async = bool(getattr(self, "use_async_scheduling", False))
+        self._bass_skipped = None  # draft_sync.SkippedTokens, under async scheduling
         from vllm_bass.utils.phase_trace import PhaseTrace
 
         self._bass_trace = PhaseTrace.from_env(
@@ -77,10 +78,11 @@ class BassModelRunnerMixin:
             from vllm_bass.proposer.draft_sync import SkippedTokens
 
             install_bass_drafter(self.drafter)
-            # slots for every live request, twice over (finished ones are freed a step late)
-            self._bass_skipped = SkippedTokens(2 * getattr(self, "max_num_reqs", 256),
-                                               SKIPPED_TOKENS_DEPTH,
-                                               getattr(self, "device", "cpu"))
+            # async scheduling only (sync catches up from the host token buffer); slots for
+            # every live request, twice over (finished ones are freed a step late)
+            self._bass_skipped = SkippedTokens(
+                2 * getattr(self, "max_num_reqs", 256), SKIPPED_TOKENS_DEPTH,
+                getattr(self, "device", "cpu")) if self.bass_async else None
 
     def _bass_graph_one_token_decode(self) -> None:
         """Before the KV cache (and CUDA graph keys) are set up: uniform decode is 1 token."""
@@ -139,27 +141,29 @@ class BassModelRunnerMixin:
         """Draft `num_spec_tokens_to_schedule` tokens (the scheduler's plan). Off-steps (0)
         of pure decoding skip the draft pass; the next drafting step catches the draft's KV
         up from the host token buffer (sync) or, under async scheduling, where the host
-        has placeholders for the latest tokens, from a device record of the skipped
-        steps' input tokens. Where an
-        off-step cannot skip under async scheduling, it runs a one-token draft pass whose
-        draft is never scheduled, which keeps the draft's KV current."""
+        has placeholders for the latest tokens, from a device record of the skipped steps'
+        input tokens. Where an off-step cannot skip under async scheduling, it runs a
+        one-token draft pass whose draft is never scheduled, which keeps the draft's KV
+        current."""
         req_ids = list(self.input_batch.req_ids)
         self._bass_forget_finished(req_ids)
         batch_length = scheduler_output.num_spec_tokens_to_schedule
         self.bass_draft_length = batch_length
         drafter = getattr(self, "drafter", None)
         debt = getattr(drafter, "bass_kv_debt", None)
+        skipped = self._bass_skipped  # None under sync: the host token buffer has them
         if debt is not None and drafter.bass_can_catch_up():
             starts = self.input_batch.num_computed_tokens_cpu[:len(req_ids)]
             # async: a step that verified drafts must run vLLM's draft-pass bookkeeping
             # (the next step's optimistic positions are corrected from it)
             if (batch_length == 0 and not (self.bass_async and spec_decode_metadata is not None)
-                    and self._bass_may_skip_draft(scheduler_output, req_ids, starts, debt,
-                                                  drafter, self._bass_skipped.depth)):
+                    and self._bass_may_skip_draft(
+                        scheduler_output, req_ids, starts, debt, drafter,
+                        skipped.depth if skipped is not None else None)):
                 debt.record_skip(req_ids, starts)
-                if self.bass_async:  # sync: the host token buffer has them
+                if skipped is not None:
                     scheduled = [scheduler_output.num_scheduled_tokens[r] for r in req_ids]
-                    self._bass_skipped.record(req_ids, scheduled, starts, self.input_ids.gpu)
+                    skipped.record(req_ids, scheduled, starts, self.input_ids.gpu)
                 self._draft_probs = None
                 self._draft_prob_req_ids = None
                 # a list, not an empty device tensor: no copy stream, event or sync
@@ -167,7 +171,7 @@ class BassModelRunnerMixin:
             if debt and spec_decode_metadata is None:
                 drafter.bass_catch_up = debt.settle(
                     req_ids, starts,
-                    self._bass_skipped if self.bass_async else self.input_batch.token_ids_cpu)
+                    skipped if skipped is not None else self.input_batch.token_ids_cpu)
         if batch_length == 0 and self.bass_async:
             batch_length = 1  # drafts nothing that is scheduled; keeps the draft's KV
         saved = scheduler_output.num_spec_tokens_to_schedule
@@ -184,10 +188,10 @@ class BassModelRunnerMixin:
 
     @staticmethod
     def _bass_may_skip_draft(scheduler_output, req_ids, starts, debt, drafter,
-                             max_owed: int = 1 << 30) -> bool:
+                             max_owed: int | None = None) -> bool:
         """Skip the draft pass only in pure decoding (one token plus its drafts per request),
         and only while the catch-up it leaves fits one first pass of the drafter and each
-        request's debt fits the record of skipped tokens (`max_owed`)."""
+        request's debt fits the record of skipped tokens (`max_owed`, async only)."""
         spec = scheduler_output.scheduled_spec_decode_tokens
         scheduled = [scheduler_output.num_scheduled_tokens.get(r, 0) for r in req_ids]
         # every request has >= 1 + its drafts scheduled: equal sums mean each is equal
@@ -195,7 +199,7 @@ class BassModelRunnerMixin:
                 not all(scheduled)):
             return False
         owed_next = debt.owed(req_ids, starts) + scheduled
-        if len(req_ids) and int(owed_next.max()) > max_owed:
+        if max_owed is not None and len(req_ids) and int(owed_next.max()) > max_owed:
             return False
         return int(owed_next.sum()) + 2 * len(req_ids) <= drafter.max_num_tokens
 
@@ -205,7 +209,8 @@ class BassModelRunnerMixin:
         if debt is not None:
             for gone in self._bass_known_reqs - current:
                 debt.forget(gone)
-                self._bass_skipped.forget(gone)
+                if self._bass_skipped is not None:
+                    self._bass_skipped.forget(gone)
         self._bass_known_reqs = current
 
     def _sample(self, logits, spec_decode_metadata):

@@ -186,5 +186,5 @@ class BassScheduler(Scheduler):
 
 
 class BassAsyncScheduler(BassScheduler, AsyncScheduler):
-    """BASS on vLLM's async scheduling (CUDA default): step t+1 is scheduled while step t
+    """BASS on vLLM's async scheduling (opt-in, CUDA only): step t+1 is scheduled while step t
     runs; drafts stay on the GPU and land in the placeholders reserved here."""
