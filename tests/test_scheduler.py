@@ -75,23 +75,30 @@ def _drafts(sched, out):
     return DraftTokenIds(ids, [[5] * out.num_spec_tokens_to_schedule for _ in ids])
 
 
-def _run(sched, steps: int, accepted: dict[str, int]):
+def _drive(sched, steps: int, execute, after_step=None):
     """Drive `steps` engine steps the way vLLM's engine core orders the calls: sync =
     schedule, update, drafts; async = one step in flight (schedule t+1 before update t).
-    Returns [(scheduler output, drafts verified per request)]."""
+    `execute(out)` is the runner (returns its ModelRunnerOutput). Returns
+    [(scheduler output, drafts verified per request)]."""
     log, pending = [], []
     for _ in range(steps):
         out = sched.schedule()
         log.append((out, {r: len(s) for r, s in out.scheduled_spec_decode_tokens.items()}))
-        if sched.bass_async:
-            pending.append(out)
-            if len(pending) == 2:
-                done = pending.pop(0)
-                sched.update_from_output(done, _output(done, accepted))
-        else:
-            sched.update_from_output(out, _output(out, accepted))
-            sched.update_draft_token_ids(_drafts(sched, out))
+        pending.append(out)
+        if sched.bass_async and len(pending) < 2:
+            continue
+        done = pending.pop(0)
+        sched.update_from_output(done, execute(done))
+        if not sched.bass_async:
+            sched.update_draft_token_ids(_drafts(sched, done))
+        if after_step is not None:
+            after_step()
     return log
+
+
+def _run(sched, steps: int, accepted: dict[str, int]):
+    """`_drive` with a runner that accepts `accepted[req]` drafts of each request."""
+    return _drive(sched, steps, lambda out: _output(out, accepted))
 
 
 @pytest.mark.parametrize("async_scheduling", [False, True])
@@ -215,21 +222,13 @@ def _simulate(sched, cost: dict, alpha: float, steps: int, batch: int = 4, seed:
                         if drafted else 0.0))
         return result
 
-    try:
-        for _ in range(batch):
+    def keep_batch_full():
+        for _ in range(batch - len(sched.running) - len(sched.waiting)):
             add()
-        pending = []
-        for _ in range(steps):
-            out = sched.schedule()
-            pending.append(out)
-            if sched.bass_async and len(pending) < 2:
-                continue
-            done = pending.pop(0)
-            sched.update_from_output(done, execute(done))
-            if not sched.bass_async:
-                sched.update_draft_token_ids(_drafts(sched, done))
-            for _ in range(batch - len(sched.running) - len(sched.waiting)):
-                add()  # keep the batch full
+
+    try:
+        keep_batch_full()
+        _drive(sched, steps, execute, keep_batch_full)
     finally:
         module.time = real_time
     return (emitted[0] / clock[0]) / (batch / cost["base"])
