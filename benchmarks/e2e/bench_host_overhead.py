@@ -16,7 +16,6 @@ import argparse
 import cProfile
 import json
 import os
-import platform
 import pstats
 import subprocess
 import sys
@@ -90,14 +89,11 @@ def main() -> None:
                        stderr=subprocess.DEVNULL)
         results[mode] = json.loads(Path(path).read_text())
         Path(path).unlink()
-    device = "cpu: " + (platform.processor() or platform.machine())
-    try:
-        import torch
+    sys.path.insert(0, str(REPO))
+    from benchmarks.e2e.bench_policies import device_name
 
-        if torch.cuda.is_available():
-            device = torch.cuda.get_device_name()
-    except Exception:
-        pass
+    name = device_name()
+    device = name if name.startswith("NVIDIA") else f"cpu: {name}"
     summary = {"device": device, "batch": args.batch, "steps": args.steps, "results": results,
                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     Path(args.out + ".json").write_text(json.dumps(summary, indent=1))
