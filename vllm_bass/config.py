@@ -61,11 +61,11 @@ class BassConfig:
     # Attention on CUDA: "bass" runs our Triton kernels (vLLM's CUSTOM backend) for target
     # and draft wherever the model allows it and no backend was chosen explicitly
     # (--attention-backend / the speculative config's attention_backend win); "vllm" (the
-    # default) leaves the choice to vLLM. The backend replays full CUDA graphs for uniform
-    # batches only (plain decode of the 7B shape: 5.82/6.18/7.13 ms/token at batch 1/8/32 vs
-    # FA3's 5.92/6.57/7.41 in another run, H100, e2e_llama7b_h100_custom_full_decode_graphs.md);
-    # ragged verification runs piecewise with it while FA3 gets full graphs there
-    # (full_graph_verification), so it is not the default yet.
+    # default) leaves the choice to vLLM. With full decode graphs it matched FA3 on plain
+    # decoding of the 7B shape (5.82/6.18/7.13 ms/token at batch 1/8/32 vs FA3's
+    # 5.92/6.57/7.41 in another run, H100, e2e_llama7b_h100_custom_full_decode_graphs.md);
+    # full graphs for ragged verification too (any batch) are not measured end to end yet,
+    # so it is not the default.
     # CPU always uses vLLM's CPU attention.
     attention: Literal["bass", "vllm"] = "vllm"
     # CUDA: full CUDA graphs for the target's ragged verification batches where its

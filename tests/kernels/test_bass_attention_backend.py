@@ -211,43 +211,52 @@ def test_builder_and_impl_end_to_end(device, dtype, strategy, monkeypatch):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("strategy", ["pad", "split"])
-def test_captured_metadata_serves_any_context(device, strategy, monkeypatch):
-    """A uniform decode batch is captured the way vLLM captures full CUDA graphs (dummy
-    context lengths of 1, plans for max_model_len); the same launch -- replayed from a real
-    CUDA graph on the GPU -- then computes attention over other, longer, ragged contexts
-    written into the same tensors, padded requests included."""
+@pytest.mark.parametrize("replay", ["decode", "ragged"])
+def test_captured_metadata_serves_any_batch(device, strategy, replay, monkeypatch):
+    """A batch is captured the way vLLM captures full CUDA graphs (16 token rows, 8
+    requests, dummy context lengths, plans for max_model_len); the same launch -- replayed
+    from a real CUDA graph on the GPU -- then computes attention for another batch written
+    into the same tensors: decode over longer, ragged contexts, or ragged verification
+    with a sequence longer than a query tile; padding requests and token rows included."""
     from vllm.v1.attention.backend import AttentionCGSupport
 
     from vllm_bass.kernels import paged_attention as pa
 
     assert BassAttentionMetadataBuilder.get_cudagraph_support(None, None) == (
-        AttentionCGSupport.UNIFORM_BATCH)
+        AttentionCGSupport.ALWAYS)
     monkeypatch.setattr(pa, "MIN_SPLIT_TOKENS", 16 if strategy == "split" else 1 << 30)
     monkeypatch.setattr(pa, "SHORT_CONTEXT", 0)
     monkeypatch.setattr(pa, "num_sms", lambda device=None: 64)
     heads, kv_heads, hd, page, dtype = 4, 2, 32, 16, torch.float16
-    qlens, ctx = [1, 1, 1, 1, 0], [200, 5, 130, 61, 0]  # the last: vLLM's padded request
-    b = make_batch(qlens, ctx, heads, kv_heads, hd, page, dtype, device, seed=5)
-    T = b.q.shape[0]
-    seq_lens = torch.ones_like(b.seq_lens)  # what the capture sees
+    num_tokens, num_reqs = 16, 8  # the graph's sizes
+    qlens = {"decode": [1] * 6 + [0, 0], "ragged": [3, 1, 11, 0, 0, 0, 0, 0]}[replay]
+    ctx = [200, 5, 130, 61, 17, 90, 0, 0]
+    b = make_batch(qlens, [c if q else 0 for c, q in zip(ctx, qlens)], heads, kv_heads, hd,
+                   page, dtype, device, seed=5)
+    real = b.q.shape[0]
+    q = torch.cat([b.q, torch.randn(num_tokens - real, heads, hd, device=device).to(dtype)])
+    # what the capture sees: 2 tokens per request, contexts of 2
+    query_start_loc = torch.arange(0, num_tokens + 1, 2, dtype=torch.int32, device=device)
+    seq_lens = torch.full((num_reqs,), 2, dtype=torch.int32, device=device)
     config = _fake_vllm_config(heads, kv_heads)
     config.model_config.max_model_len = 256
     spec = FullAttentionSpec(block_size=page, num_kv_heads=kv_heads, head_size=hd, dtype=dtype)
     builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"], config, torch.device(device))
     cm = CommonAttentionMetadata(
-        query_start_loc=b.cu_seqlens_q, query_start_loc_cpu=b.cu_seqlens_q.cpu(),
-        seq_lens=seq_lens, num_reqs=len(qlens), num_actual_tokens=T, max_query_len=1,
-        max_seq_len=1, block_table_tensor=b.block_table,
-        slot_mapping=torch.zeros(T, dtype=torch.int64, device=device))
+        query_start_loc=query_start_loc, query_start_loc_cpu=query_start_loc.cpu(),
+        seq_lens=seq_lens, num_reqs=num_reqs, num_actual_tokens=num_tokens, max_query_len=2,
+        max_seq_len=2, block_table_tensor=b.block_table,
+        slot_mapping=torch.zeros(num_tokens, dtype=torch.int64, device=device))
     md = builder.build_for_cudagraph_capture(cm)
-    assert md.plan.strategy == strategy and md.plan_seq_len == 256
+    assert md.plan.strategy == strategy and md.plan_seq_len == 256 and md.plan.any_batch
+    assert md.plan.tiles.q_per_tile < 11, "the ragged replay must span query tiles"
     assert builder._captured_plans[-1] is md.plans, "the graph's workspaces stay referenced"
     impl = BassAttentionImpl(heads, hd, b.scale, kv_heads, None, None, "auto", None,
                              AttentionType.DECODER, None)
-    output = torch.full((T, heads * hd), float("nan"), dtype=dtype, device=device)
+    output = torch.full((num_tokens, heads * hd), float("nan"), dtype=dtype, device=device)
 
     def step():
-        impl.forward(SimpleNamespace(), b.q, b.q, b.q, b.kv_cache, md, output)
+        impl.forward(SimpleNamespace(), q, q, q, b.kv_cache, md, output)
 
     step()  # warm-up (Triton compiles outside the capture)
     if device == "cuda":
@@ -257,9 +266,11 @@ def test_captured_metadata_serves_any_context(device, strategy, monkeypatch):
         run = graph.replay
     else:
         run = step
-    seq_lens.copy_(b.seq_lens)  # the real step's context lengths, in place
-    output.fill_(float("nan"))
+    # the real step's batch, in place (vLLM refills its persistent buffers)
+    query_start_loc.copy_(b.cu_seqlens_q)
+    seq_lens.copy_(b.seq_lens)
+    output.fill_(7.0)
     run()
     ref = paged_attention_ref(b.q, b.k_cache, b.v_cache, b.cu_seqlens_q, b.seq_lens,
                               b.block_table, b.scale)
-    assert_close(output.view(T, heads, hd), ref, dtype, f"replayed {strategy} launch")
+    assert_close(output[:real].view(real, heads, hd), ref, dtype, f"replayed {strategy} launch")

@@ -174,6 +174,44 @@ def test_empty_rows_and_padding_tokens(device):
         assert (out[b.q.shape[0] :] == 7.0).all(), f"{strategy} wrote padding rows"
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("heads,kv_heads", [(4, 4), (8, 2)])
+def test_any_batch_launch_serves_every_split_of_its_tokens(device, strategy, heads, kv_heads):
+    """One ``any_batch`` plan (what a captured CUDA graph holds: tiles chosen for an
+    expected query length, contexts up to a bound) computes every batch of the same token
+    and request counts: uniform decode plus padding requests, ragged verification,
+    sequences longer than a query tile, one prefill chunk, empty requests anywhere,
+    padded token rows past the last sequence (left alone)."""
+    dtype, hd, page = torch.float16, 32, 16
+    total_tokens, num_reqs = 24, 6  # the graph's sizes; tokens past the requests: padding
+    compositions = [
+        [1, 1, 1, 1, 1, 1],  # decode, 18 padded token rows
+        [4, 1, 6, 2, 3, 0],  # ragged verification, one padding request
+        [17, 0, 0, 0, 0, 0],  # a prefill chunk longer than any tile, padding requests
+        [0, 5, 0, 9, 1, 9],  # empty requests between real ones
+        [4, 4, 4, 4, 4, 4],  # every token row used
+    ]
+    max_ctx = 90 if device == "cpu" else 3000
+    plan = choose_plan(num_reqs, heads, kv_heads, hd, 2, max_ctx + total_tokens, 8,
+                       strategy=strategy, elem_size=2, any_batch=True)
+    assert plan.any_batch and plan.tiles.q_per_tile < 17, "some sequence must span tiles"
+    if device == "cpu":
+        plan = dataclasses.replace(plan, tiles=dataclasses.replace(plan.tiles, block_n=16))
+    for i, qlens in enumerate(compositions):
+        ctx = [c if q else 0 for c, q in zip(random_lengths(num_reqs, 0, max_ctx, seed=20 + i),
+                                             qlens)]
+        b = make_batch(qlens, ctx, heads, kv_heads, hd, page, dtype, device, seed=30 + i)
+        pad_rows = total_tokens - b.q.shape[0]
+        q = torch.cat([b.q, torch.randn(pad_rows, heads, hd, device=device).to(dtype)])
+        out = torch.full_like(q, 7.0)
+        paged_attention(q, b.k_cache, b.v_cache, out, b.cu_seqlens_q, b.seq_lens, b.block_table,
+                        b.scale, 1, max_ctx + total_tokens, plan=plan)
+        if b.q.shape[0]:
+            assert_close(out[: b.q.shape[0]], _ref(b), dtype, f"{strategy} {qlens}")
+        assert (out[b.q.shape[0]:] == 7.0).all(), f"{strategy} {qlens}: wrote padding rows"
+
+
 @pytest.mark.cpu
 def test_choose_plan():
     """PAD when batch x heads fills the GPU or contexts are short (wide tiles

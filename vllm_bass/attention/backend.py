@@ -97,6 +97,11 @@ class BassAttentionMetadata:
     # the context length plans are chosen for: the step's longest, or max_model_len when
     # the step is captured into a CUDA graph (the launch then serves any context)
     plan_seq_len: int = 0
+    # captured CUDA graphs: plans whose grid serves any split of the graph's tokens into
+    # requests (AttnPlan.any_batch), chosen for the expected requests and query length
+    any_batch: bool = False
+    expected_batch: int = 0
+    expected_query_len: int = 0
     plan: Any = None  # vllm_bass.kernels.paged_attention.AttnPlan
     workspace: torch.Tensor | None = None  # SPLIT partials, shared by the layers of the step
     # (num_heads, num_kv_heads, head_size, elem_size) -> (plan, workspace)
@@ -114,9 +119,10 @@ class BassAttentionMetadata:
         if key not in self.plans:
             paged_attention, _ = _kernels()
             plan = paged_attention.choose_plan(
-                self.seq_lens.shape[0], num_heads, num_kv_heads, head_size,
-                self.max_query_len, self.plan_seq_len or self.max_seq_len, self.sms,
-                elem_size=dtype.itemsize,
+                self.expected_batch or self.seq_lens.shape[0], num_heads, num_kv_heads,
+                head_size, self.expected_query_len or self.max_query_len,
+                self.plan_seq_len or self.max_seq_len, self.sms,
+                elem_size=dtype.itemsize, any_batch=self.any_batch,
             )
             numel = plan.workspace_numel(self.num_actual_tokens, num_heads)
             workspace = torch.empty(numel, dtype=torch.float32, device=self.device) if numel else None
@@ -125,13 +131,12 @@ class BassAttentionMetadata:
 
 
 class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadata]):
-    # Full CUDA graphs for uniform batches (every request the same query length: plain
-    # decoding, BASS off-steps): the grid depends only on the batch and the query length,
-    # both fixed per captured graph; the kernels read every context length on the device
-    # and SPLIT sizes its splits per sequence there, so a graph captured with plans for
-    # max_model_len serves any context. Ragged batches (the grid depends on the longest
-    # query) run piecewise, attention eager.
-    _cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.UNIFORM_BATCH
+    # Full CUDA graphs for any batch (plain decoding, BASS off-steps, ragged verification):
+    # a captured launch's grid follows the graph's token and request counts only, each
+    # program finding its sequence on the device (AttnPlan.any_batch); the kernels read
+    # every query and context length on the device and SPLIT sizes its splits per sequence
+    # there, so a graph captured with plans for max_model_len serves any batch of its size.
+    _cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.ALWAYS
 
     def __init__(
         self,
@@ -156,6 +161,10 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
         self.block_size = kv_cache_spec.block_size
         self.dtype = kv_cache_spec.dtype
         self.max_model_len = vllm_config.model_config.max_model_len
+        # what a verification step's requests usually bring (1 + drafts); steers the
+        # plans of captured graphs, which must serve any query lengths
+        spec = getattr(vllm_config, "speculative_config", None)
+        self.expected_query_len = 1 + (getattr(spec, "num_speculative_tokens", None) or 0)
         self._sms: int | None = None
         # plans (and SPLIT workspaces) baked into captured CUDA graphs: kept alive here
         self._captured_plans: list[dict] = []
@@ -163,7 +172,15 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
     def build_for_cudagraph_capture(
         self, common_attn_metadata: CommonAttentionMetadata
     ) -> BassAttentionMetadata:
-        md = self.build(0, common_attn_metadata, plan_seq_len=self.max_model_len)
+        """Plans for any batch the graph will replay: contexts up to max_model_len, any
+        query lengths; PAD or SPLIT chosen for the fewest requests its tokens likely
+        hold (each bringing the expected query length): a SPLIT launch that meets more
+        requests costs a few percent, a PAD launch that meets few long ones up to 5x."""
+        cm = common_attn_metadata
+        query_len = max(cm.max_query_len, self.expected_query_len)
+        md = self.build(0, cm, plan_seq_len=self.max_model_len, any_batch=True,
+                        expected_batch=min(cm.num_reqs, -(-cm.num_actual_tokens // query_len)),
+                        expected_query_len=query_len)
         self._captured_plans.append(md.plans)  # the graph keeps using their workspaces
         return md
 
@@ -173,6 +190,9 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
         common_attn_metadata: CommonAttentionMetadata,
         fast_build: bool = False,
         plan_seq_len: int = 0,
+        any_batch: bool = False,
+        expected_batch: int = 0,
+        expected_query_len: int = 0,
     ) -> BassAttentionMetadata:
         paged_attention, _ = _kernels()
         cm = common_attn_metadata
@@ -191,6 +211,9 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
             sms=self._sms,
             device=torch.device(self.device),
             plan_seq_len=plan_seq_len,
+            any_batch=any_batch,
+            expected_batch=expected_batch,
+            expected_query_len=expected_query_len,
         )
         md.plan, md.workspace = md.plan_for(self.num_heads_q, self.num_heads_kv, self.head_size, self.dtype)
         return md

@@ -16,7 +16,9 @@ Thresholds from H200 and H100 sweeps of Llama-2-7B verification shapes
 costs a few percent of GPU time (workspace round trip, reduction launch,
 smaller last wave), so it only pays when PAD would leave SMs idle.
 The choice needs host ints only (batch, longest query, longest context), so
-it is made once per step by the metadata builder.
+it is made once per step by the metadata builder; for a captured CUDA graph it is
+made once for the graph (``any_batch``: expected batch and query length, contexts
+up to max_model_len) and the launch serves every batch the graph replays.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ class AttnPlan:
     strategy: str  # "pad" or "split"
     num_splits: int  # launched KV splits (1 for pad)
     tiles: AttnTiles
+    # grid by token and request counts, valid for any query lengths (CUDA graphs of
+    # ragged batches); else by the step's longest query (eager steps, no search)
+    any_batch: bool = False
 
     def workspace_numel(self, num_tokens: int, num_heads: int) -> int:
         """fp32 elements of the SPLIT workspace (0 for PAD)."""
@@ -76,32 +81,37 @@ def choose_plan(
     sms: int,
     strategy: str = "auto",
     elem_size: int = 2,
+    any_batch: bool = False,
 ) -> AttnPlan:
     """Pick PAD or SPLIT, the split count and the tiles from the step's shapes.
-    ``strategy`` "pad"/"split" forces one (tests, benchmarks)."""
+    ``strategy`` "pad"/"split" forces one (tests, benchmarks). ``any_batch``: the plan
+    must serve any batch of the same token and request counts (a captured CUDA graph);
+    ``batch`` and ``max_query_len`` are then the expected ones, they only steer the
+    choice."""
     assert strategy in ("auto", "pad", "split"), strategy
     tiles = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len, elem_size)
     q_tiles = triton.cdiv(max(1, max_query_len), tiles.q_per_tile)
     programs = batch * num_kv_heads * q_tiles
     if strategy == "auto":
         if programs >= PAD_PROGRAMS_PER_SM * sms:
-            return AttnPlan("pad", 1, tiles)
+            return AttnPlan("pad", 1, tiles, any_batch)
         if programs >= WIDE_PAD_PROGRAMS_PER_SM * sms or max_seq_len <= SHORT_CONTEXT:
             strategy = "pad"
     wide = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len, elem_size, wide=True)
     if strategy == "pad":
-        return AttnPlan("pad", 1, wide)
+        return AttnPlan("pad", 1, wide, any_batch)
     splits = min(
         triton.cdiv(int(SPLIT_PROGRAMS_PER_SM * sms), max(1, programs)),
         triton.cdiv(max(1, max_seq_len), MIN_SPLIT_TOKENS),
         MAX_SPLITS,
     )
     if strategy == "auto" and splits <= 1:
-        return AttnPlan("pad", 1, wide)
+        return AttnPlan("pad", 1, wide, any_batch)
     splits = max(2, splits)
     # split programs use the narrow tiles: two fit on an SM (H100 sweep: batch 4,
     # 3 splits, 64-key tiles 98.7 us against 109.6 us for the wide ones at ctx 4096)
-    return AttnPlan("split", split_geometry(max_seq_len, splits, tiles.block_n)[1], tiles)
+    return AttnPlan("split", split_geometry(max_seq_len, splits, tiles.block_n)[1], tiles,
+                    any_batch)
 
 
 def paged_attention(
@@ -133,9 +143,10 @@ def paged_attention(
     if plan.strategy == "pad":
         return paged_attention_pad(
             q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table,
-            scale, max_query_len, plan.tiles, check,
+            scale, max_query_len, plan.tiles, check, plan.any_batch,
         )
     return paged_attention_split(
         q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table,
         scale, max_query_len, max_seq_len, plan.num_splits, plan.tiles, workspace, check,
+        plan.any_batch,
     )

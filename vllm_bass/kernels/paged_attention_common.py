@@ -111,11 +111,48 @@ def attend_kv_range(
 
 
 @triton.jit
-def query_tile_ids(num_q_tiles, HEAD_FASTEST: tl.constexpr):
-    """(sequence, query tile, KV head) of this program (see AttnTiles.head_fastest)."""
+def find_sequence(cu_seqlens_q_ptr, tile, num_seqs, q_per_tile):
+    """The sequence owning query tile `tile` of an ANY_BATCH grid: the last s with
+    cu_seqlens_q[s] // q_per_tile + s <= tile (binary search; that start index grows
+    strictly with s, so zero-length padding requests get a tile of their own too)."""
+    lo: tl.int32 = 0
+    hi = num_seqs
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if tl.load(cu_seqlens_q_ptr + mid) // q_per_tile + mid <= tile:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
+
+
+@triton.jit
+def query_tile_ids(cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile,
+                   HEAD_FASTEST: tl.constexpr, ANY_BATCH: tl.constexpr):
+    """(sequence, query tile, KV head) of this program (see AttnTiles.head_fastest).
+
+    Direct grid: num_seqs x num_q_tiles tiles (num_q_tiles of the step's longest query).
+    ANY_BATCH grid: num_tokens // q_per_tile + num_seqs tiles, sequence s owning those from
+    cu_seqlens_q[s] // q_per_tile + s on (enough for ceil(q_len / q_per_tile)); the grid
+    then depends on the token and request counts only, so one captured CUDA graph serves
+    any split of its tokens into sequences (ragged verification)."""
     seq_tile = tl.program_id(1) if HEAD_FASTEST else tl.program_id(0)
     kv_head = tl.program_id(0) if HEAD_FASTEST else tl.program_id(1)
-    return seq_tile // num_q_tiles, seq_tile % num_q_tiles, kv_head
+    if ANY_BATCH:
+        seq = find_sequence(cu_seqlens_q_ptr, seq_tile, num_seqs, q_per_tile)
+        q_tile = seq_tile - (tl.load(cu_seqlens_q_ptr + seq) // q_per_tile + seq)
+    else:
+        seq = seq_tile // num_q_tiles
+        q_tile = seq_tile % num_q_tiles
+    return seq, q_tile, kv_head
+
+
+def num_seq_tiles(num_tokens: int, batch: int, max_query_len: int, q_per_tile: int,
+                  any_batch: bool) -> int:
+    """Query tiles the launch covers (the grid's sequence-tile dimension)."""
+    if any_batch:
+        return num_tokens // q_per_tile + batch
+    return batch * triton.cdiv(max_query_len, q_per_tile)
 
 
 @triton.jit
@@ -225,7 +262,8 @@ def dot_upcast(dtype: torch.dtype) -> bool:
     return dtype == torch.bfloat16 and os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale, tiles, num_q_tiles):
+def launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale, tiles,
+                num_q_tiles, any_batch=False):
     """The leading positional arguments shared by the PAD and SPLIT kernels, and the
     launch's meta-parameters (constexprs, warps, stages)."""
     args = (
@@ -233,13 +271,15 @@ def launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale,
         q.stride(0), q.stride(1), block_table.stride(0),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-        scale * LOG2E, num_q_tiles, q.shape[1] // k_cache.shape[2], tiles.q_per_tile,
+        scale * LOG2E, num_q_tiles, seq_lens.shape[0], q.shape[1] // k_cache.shape[2],
+        tiles.q_per_tile,
     )
     meta = dict(
         PAGE_SIZE=k_cache.shape[1], HEAD_SIZE=q.shape[2],
         BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n, BLOCK_D=tiles.block_d,
         DOT_PRECISION=dot_precision(q.dtype), DOT_UPCAST=dot_upcast(q.dtype),
-        HEAD_FASTEST=tiles.head_fastest, num_warps=tiles.num_warps, num_stages=tiles.num_stages,
+        HEAD_FASTEST=tiles.head_fastest, ANY_BATCH=any_batch,
+        num_warps=tiles.num_warps, num_stages=tiles.num_stages,
     )
     return args, meta
 

@@ -1,7 +1,9 @@
 """PAD strategy (BASS-PAD): one launch over the batch, every sequence's new
 tokens padded to the longest query of the step.
 
-Grid: (batch x query tiles of the longest query, num_kv_heads). Each program
+Grid: (batch x query tiles of the longest query, num_kv_heads), or with
+``any_batch`` (CUDA graphs) one tile per q_per_tile tokens plus one per sequence,
+each program finding its sequence by binary search. Each program
 walks all keys its tile may see and writes normalised output directly: no
 workspace, no second launch. Tiles past a sequence's own query length exit at
 once, so padding only costs idle rows inside a tile (masked in the dot).
@@ -22,6 +24,7 @@ from vllm_bass.kernels.paged_attention_common import (
     load_query_tile,
     paged_attention_ref,
     pick_tiles,
+    num_seq_tiles,
     query_tile_ids,
 )
 
@@ -47,6 +50,7 @@ def _paged_attention_pad_kernel(
     stride_vh,
     qk_scale,
     num_q_tiles,
+    num_seqs,
     group,  # query heads per KV head
     q_per_tile,  # new tokens per tile (BLOCK_M // group)
     out_ptr,
@@ -60,8 +64,10 @@ def _paged_attention_pad_kernel(
     DOT_PRECISION: tl.constexpr,
     DOT_UPCAST: tl.constexpr,
     HEAD_FASTEST: tl.constexpr,
+    ANY_BATCH: tl.constexpr,
 ):
-    seq, q_tile, kv_head = query_tile_ids(num_q_tiles, HEAD_FASTEST)
+    seq, q_tile, kv_head = query_tile_ids(cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile,
+                                          HEAD_FASTEST, ANY_BATCH)
     q_start = tl.load(cu_seqlens_q_ptr + seq)
     q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
     tile_q0 = q_tile * q_per_tile
@@ -104,16 +110,19 @@ def paged_attention_pad(
     max_query_len: int,
     tiles: AttnTiles | None = None,
     check: bool = True,
+    any_batch: bool = False,
 ) -> torch.Tensor:
     """out[t] = causal paged attention of q[t]; see paged_attention_common
-    for the layouts. ``max_query_len`` is a host int (grid size).
-    ``check=False`` skips the input asserts (per-layer launch overhead)."""
+    for the layouts. ``max_query_len`` is a host int (grid size, unless ``any_batch``:
+    then the grid follows the token and request counts and serves any query lengths, as
+    a CUDA graph captured once needs). ``check=False`` skips the input asserts
+    (per-layer launch overhead)."""
     if check:
         check_inputs(q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table)
     num_tokens, num_heads, head_size = q.shape
     num_kv_heads = k_cache.shape[2]
     batch = seq_lens.shape[0]
-    if batch == 0 or num_tokens == 0 or max_query_len == 0:
+    if batch == 0 or num_tokens == 0 or (max_query_len == 0 and not any_batch):
         return out
     if tiles is None:
         tiles = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len)
@@ -121,10 +130,11 @@ def paged_attention_pad(
     if check:
         assert tiles.block_m >= group and tiles.q_per_tile == tiles.block_m // group
     num_q_tiles = triton.cdiv(max_query_len, tiles.q_per_tile)
-    grid = (batch * num_q_tiles, num_kv_heads)
+    grid = (num_seq_tiles(num_tokens, batch, max_query_len, tiles.q_per_tile, any_batch),
+            num_kv_heads)
     if tiles.head_fastest:
         grid = grid[::-1]
     args, meta = launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale,
-                             tiles, num_q_tiles)
+                             tiles, num_q_tiles, any_batch)
     _paged_attention_pad_kernel[grid](*args, out, out.stride(0), out.stride(1), **meta)
     return out

@@ -27,6 +27,7 @@ from vllm_bass.kernels.paged_attention_common import (
     load_query_tile,
     paged_attention_ref,
     pick_tiles,
+    num_seq_tiles,
     query_tile_ids,
 )
 
@@ -54,6 +55,7 @@ def _paged_attention_split_kernel(
     stride_vh,
     qk_scale,
     num_q_tiles,
+    num_seqs,
     group,  # query heads per KV head
     q_per_tile,  # new tokens per tile (BLOCK_M // group)
     ws_ptr,  # fp32 workspace: partial out [num_tokens, num_heads, num_splits, BLOCK_D],
@@ -70,8 +72,10 @@ def _paged_attention_split_kernel(
     DOT_PRECISION: tl.constexpr,
     DOT_UPCAST: tl.constexpr,
     HEAD_FASTEST: tl.constexpr,
+    ANY_BATCH: tl.constexpr,
 ):
-    seq, q_tile, kv_head = query_tile_ids(num_q_tiles, HEAD_FASTEST)
+    seq, q_tile, kv_head = query_tile_ids(cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile,
+                                          HEAD_FASTEST, ANY_BATCH)
     split = tl.program_id(2)
     part_o_ptr = ws_ptr
     part_ml_ptr = ws_ptr + ml_base
@@ -189,19 +193,22 @@ def paged_attention_split(
     tiles: AttnTiles | None = None,
     workspace: torch.Tensor | None = None,
     check: bool = True,
+    any_batch: bool = False,
 ) -> torch.Tensor:
     """Split-KV causal paged attention. ``max_seq_len`` (an upper bound is
     fine, e.g. max_model_len for a CUDA graph) and ``num_splits`` are host ints. ``workspace``: an fp32 tensor of at
     least ``split_workspace_numel`` elements (allocated here if None; vLLM's
     builder allocates one per step and all layers reuse it). ``check=False``
-    skips the input asserts (the backend checks the first layer of a step)."""
+    skips the input asserts (the backend checks the first layer of a step). ``any_batch``:
+    the grid serves any query lengths (see paged_attention_pad)."""
     if check:
         check_inputs(q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table)
         assert 1 <= num_splits <= MAX_SPLITS, num_splits
     num_tokens, num_heads, head_size = q.shape
     num_kv_heads = k_cache.shape[2]
     batch = seq_lens.shape[0]
-    if batch == 0 or num_tokens == 0 or max_query_len == 0 or max_seq_len == 0:
+    if batch == 0 or num_tokens == 0 or max_seq_len == 0 or (max_query_len == 0
+                                                             and not any_batch):
         return out
     if tiles is None:
         tiles = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len)
@@ -217,11 +224,12 @@ def paged_attention_split(
         assert workspace.dtype == torch.float32 and workspace.numel() >= ml_base + 2 * ml_plane
         assert workspace.device == q.device and workspace.is_contiguous()
 
-    grid = (batch * num_q_tiles, num_kv_heads, num_splits)
+    seq_tiles = num_seq_tiles(num_tokens, batch, max_query_len, tiles.q_per_tile, any_batch)
+    grid = (seq_tiles, num_kv_heads, num_splits)
     if tiles.head_fastest:
-        grid = (num_kv_heads, batch * num_q_tiles, num_splits)
+        grid = (num_kv_heads, seq_tiles, num_splits)
     args, meta = launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale,
-                             tiles, num_q_tiles)
+                             tiles, num_q_tiles, any_batch)
     _paged_attention_split_kernel[grid](
         *args, workspace, num_heads, num_splits, ml_base, ml_plane, **meta)
     _split_reduce_kernel[(num_tokens, num_heads)](
