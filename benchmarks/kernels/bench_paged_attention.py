@@ -252,6 +252,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a few configs only")
     ap.add_argument("--tune", action="store_true", help="tile / split sweep on a subset (graph timing)")
     ap.add_argument("--no-eager", action="store_true", help="graph timing only")
+    ap.add_argument("--any-batch", action="store_true",
+                    help="also time the same plan with the any-batch grid (what a captured "
+                         "CUDA graph of a ragged batch launches: binary search per program)")
     ap.add_argument("--order", choices=["auto", "seq", "head"], default="auto",
                     help="force the program order of our kernels (default: the chooser's)")
     args = ap.parse_args()
@@ -292,6 +295,8 @@ def main():
                                                         head_fastest=plan.tiles.head_fastest))
                 g, e = {}, {}
                 fns = {"bass": c.bass_fns(plan)}
+                if args.any_batch:
+                    fns["bass_any_batch"] = c.bass_fns(dataclasses.replace(plan, any_batch=True))
                 if fa3 is not None:
                     fns["fa3"] = c.fa3_fns(fa3, fa3_sched)
                 if tri is not None:
@@ -310,6 +315,10 @@ def main():
                     if name in outs and "bass" in outs:
                         row[f"rel_err_vs_{name}"] = ((outs["bass"] - outs[name]).norm() / outs[name].norm()).item()
                 row["graph_us"], row["eager_us"] = g, e
+                if "bass_any_batch" in g and "bass_any_batch" in outs:
+                    row["any_batch_time_ratio"] = g["bass_any_batch"] / g["bass"]
+                    row["rel_err_any_batch"] = ((outs["bass_any_batch"] - outs["bass"]).norm()
+                                                / outs["bass"].norm()).item()
                 row["bass_gbps"] = c.bytes / g["bass"] / 1e3
                 row["bass_pct_copy_bw"] = 100 * row["bass_gbps"] / bw
                 for name in ("fa3", "triton_attn"):
@@ -366,6 +375,12 @@ def summarize(rows, bw):
         f3 = [100 * r["fa3_gbps"] / bw for r in rows if r["context"] == ctx and "fa3_gbps" in r]
         if f3:
             s[f"ctx{ctx}_fa3_median_pct_copy_bw"] = statistics.median(f3)
+    ab = [r["any_batch_time_ratio"] for r in rows if "any_batch_time_ratio" in r]
+    if ab:  # the any-batch grid's time over the direct grid's (same plan)
+        s["any_batch_time_ratio_median"] = statistics.median(ab)
+        s["any_batch_time_ratio_max"] = max(ab)
+        s["any_batch_max_rel_err"] = max(r["rel_err_any_batch"] for r in rows
+                                         if "rel_err_any_batch" in r)
     errs = [r["rel_err_vs_fa3"] for r in rows if "rel_err_vs_fa3" in r]
     if errs:
         s["max_rel_err_vs_fa3"] = max(errs)
