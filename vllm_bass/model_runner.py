@@ -69,8 +69,11 @@ class BassModelRunnerMixin:
         self._bass_skipped = None  # draft_sync.SkippedTokens, under async scheduling
         from vllm_bass.utils.phase_trace import PhaseTrace
 
+        from vllm_bass.utils.sync_debug import SyncDebug
+
         self._bass_trace = PhaseTrace.from_env(
             use_cuda=torch.cuda.is_available() and str(getattr(self, "device", "")) != "cpu")
+        self._bass_sync_debug = SyncDebug.from_env()
         if bass_config.draft_length_policy != "fixed" or bass_config.auto_off:
             self._bass_graph_one_token_decode()
         if getattr(self, "drafter", None) is not None:
@@ -111,6 +114,10 @@ class BassModelRunnerMixin:
             dispatcher.capturing = None
 
     def execute_model(self, scheduler_output, *args, **kwargs):
+        if self._bass_sync_debug is not None:
+            from vllm_bass.utils.sync_debug import step_kind
+
+            self._bass_sync_debug.begin_step(step_kind(scheduler_output))
         trace = self._bass_trace
         if trace is None:
             return super().execute_model(scheduler_output, *args, **kwargs)

@@ -159,6 +159,9 @@ def main() -> None:
     ap.add_argument("--warmup-tokens", type=int, default=256)
     ap.add_argument("--trace-dir", help="write each engine's per-step trace here "
                     "(VLLM_BASS_STEP_TRACE)")
+    ap.add_argument("--sync-debug-dir",
+                    help="write where each BASS engine's steps wait for the GPU here "
+                         "(VLLM_BASS_SYNC_DEBUG; perturbs timing)")
     ap.add_argument("--pair", choices=("embedded", "llama7b"), default="embedded")
     ap.add_argument("--alpha", type=float, default=0.8,
                     help="synthetic per-token acceptance for --pair llama7b")
@@ -205,6 +208,8 @@ def main() -> None:
         t0 = time.time()
         if args.trace_dir:
             os.environ["VLLM_BASS_STEP_TRACE"] = f"{args.trace_dir}/{name}.csv"
+        if args.sync_debug_dir:
+            os.environ["VLLM_BASS_SYNC_DEBUG"] = f"{args.sync_debug_dir}/{name}.syncs.txt"
         out = run_engine(kwargs, jobs, metrics=True, log_path=f"{args.out}_{name}.log")
         print(f"{name}: engine run {time.time() - t0:.0f}s", flush=True)
         raw[name] = out

@@ -3,8 +3,11 @@
 With `VLLM_BASS_STEP_TRACE=FILE`, the runner appends to `FILE.runner` one line per step:
 `start_s,num_reqs,verified_length,forward_cpu_ms,sample_cpu_ms,draft_cpu_ms,forward_gpu_ms,
 sample_gpu_ms,draft_gpu_ms` (verified_length: the draft length this step verifies) -- host time spent in each phase (Python + launches) and the
-device time between CUDA events at the phase boundaries (read one step late, so no sync is
-added). Off by default; nothing is recorded without the variable.
+device time between CUDA events at the phase boundaries. A step is written once its events
+have completed (`Event.query`), never by waiting for them: `elapsed_time` on an unfinished
+event synchronises, which under async scheduling serialised host and GPU and so measured
+another engine (session 5's async traces). Off by default; nothing is recorded without the
+variable.
 With `VLLM_BASS_PROFILE_DRAFTS=N` as well, the draft phases of N drafting steps (after the
 first 300 steps: warm-up) run under cProfile and `FILE.draft_profile.txt` gets the top
 functions by cumulative and by own time (where the host time of a draft step goes).
@@ -13,6 +16,7 @@ functions by cumulative and by own time (where the host time of a draft step goe
 from __future__ import annotations
 
 import cProfile
+import collections
 import io
 import os
 import pstats
@@ -27,7 +31,7 @@ class PhaseTrace:
     def __init__(self, path: str, use_cuda: bool):
         self.file = open(path, "a", buffering=1)
         self.use_cuda = use_cuda
-        self.pending: list | None = None  # the previous step, its events not yet read
+        self.pending: collections.deque = collections.deque()  # steps, events not yet read
         self._reset()
 
     @classmethod
@@ -88,13 +92,14 @@ class PhaseTrace:
             self.events[phase] = (ev0, ev1)
 
     def finish_step(self, num_reqs: int, drafted: int) -> None:
-        """Called at the start of the next step: write the previous one."""
-        if self.pending is not None:
-            start, n, d, cpu, events = self.pending
+        """Called at the start of the next step: queue the step just run and write every
+        queued step whose events have completed, oldest first (no device wait)."""
+        self.pending.append((self.start, num_reqs, drafted, self.cpu, self.events))
+        self._reset()
+        while self.pending and all(e1.query() for _, e1 in self.pending[0][4].values()):
+            start, n, d, cpu, events = self.pending.popleft()
             gpu = [events[p][0].elapsed_time(events[p][1]) if p in events else 0.0
                    for p in PHASES]
             self.file.write(",".join([f"{start:.6f}", str(n), str(d)]
                                      + [f"{cpu[p]:.3f}" for p in PHASES]
                                      + [f"{g:.3f}" for g in gpu]) + "\n")
-        self.pending = [self.start, num_reqs, drafted, self.cpu, self.events]
-        self._reset()
