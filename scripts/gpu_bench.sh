@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# On the GPU host, after `source .gpubundle/setup.sh`: the measurements still owed, each part
+# sized for one 600 s device call (set-up included). Results and logs under $OUT, packed so
+# that what comes back stays under the device tool's 8-file limit.
+#   bash scripts/gpu_bench.sh async7b   # 7B shape: plain vs bass sync vs bass/per_request async
+#   bash scripts/gpu_bench.sh syncs     # where async BASS steps wait for the GPU (sync debug),
+#                                       # then our attention (full graphs for any batch) end to end
+#   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, any-batch grid vs direct grid,
+#                                       # then the engine tests outside the engine part
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+W=/tmp/gpu_bench
+mkdir -p "$OUT" "$W"
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
+bench() { timeout "$1" python3 benchmarks/e2e/bench_policies.py "${@:2}"; }
+pack() {  # the tables come back as files, everything else in one archive
+  cp "$W"/*.md "$OUT"/ 2>/dev/null
+  tar czf "$OUT/$1.tgz" -C "$W" .
+}
+case "${1:-}" in
+  async7b)
+    bench 480 --pair llama7b --configs plain,bass,bass_async,per_request_async \
+      --out "$W/e2e_llama7b_async" 2>&1 | tee "$W/async7b.log"
+    pack async7b ;;
+  syncs)
+    bench 170 --pair llama7b --configs bass_async --batch-sizes 8,32 --max-tokens 64 \
+      --sync-debug-dir "$W" --out "$W/syncs7b" 2>&1 | tee "$W/syncs.log"
+    bench 300 --pair llama7b --configs bass,bass_bass_attn \
+      --out "$W/e2e_llama7b_bass_attn_any_batch" 2>&1 | tee "$W/attn.log"
+    pack syncs ;;
+  kernels)
+    timeout 200 python3 -m pytest tests/kernels -m gpu -q -rfEs -p no:cacheprovider 2>&1 \
+      | tee "$W/kernel_tests.txt"
+    timeout 120 python3 benchmarks/kernels/bench_paged_attention.py --quick --any-batch \
+      --no-eager --out "$W" 2>&1 | tee "$W/kernel_bench.log"
+    OUT="$W" timeout 200 bash scripts/gpu_tests.sh rest -k "attention or model_runner or server" \
+      > /dev/null 2>&1
+    pack kernels ;;
+  *) echo "usage: $0 async7b|syncs|kernels" >&2; exit 2 ;;
+esac
