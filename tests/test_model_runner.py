@@ -83,3 +83,23 @@ def test_full_graphs_for_ragged_verification_only_where_attention_allows(support
     mode, desc = d.dispatch(4, True)  # one-token decode of 4 requests
     assert mode == CUDAGraphMode.FULL and desc.uniform and desc.num_reqs == 4
     assert d.dispatch(40, False)[0] == CUDAGraphMode.NONE  # above the largest capture size
+
+
+@pytest.mark.parametrize("uniform", [True, False])
+def test_graph_capture_tells_attention_whether_its_batches_are_uniform(uniform):
+    """While vLLM captures a graph, the attention builders can read whether it is a
+    uniform decode graph (exact request count) or a mixed one; never outside a capture."""
+    from types import SimpleNamespace
+
+    from vllm_bass.attention import capturing_uniform_batch
+    from vllm_bass.model_runner import bass_runner_class
+
+    class _Runner:
+        def _warmup_and_capture(self, desc, cudagraph_runtime_mode, *args, **kwargs):
+            return capturing_uniform_batch.get(), self.cudagraph_dispatcher.capturing
+
+    runner = bass_runner_class(_Runner)()
+    runner.cudagraph_dispatcher = SimpleNamespace(capturing=None)
+    seen = runner._warmup_and_capture(SimpleNamespace(uniform=uniform), "FULL")
+    assert seen == (uniform, "FULL")
+    assert capturing_uniform_batch.get() is False and runner.cudagraph_dispatcher.capturing is None

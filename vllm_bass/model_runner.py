@@ -106,12 +106,16 @@ class BassModelRunnerMixin:
             add_full_graphs_for_mixed_batches(self, attention_backends, kv_cache_groups)
 
     def _warmup_and_capture(self, desc, cudagraph_runtime_mode, *args, **kwargs):
+        from vllm_bass.attention import capturing_uniform_batch
+
         dispatcher = self.cudagraph_dispatcher
         dispatcher.capturing = cudagraph_runtime_mode  # see cuda_graphs.BassCudagraphDispatcher
+        uniform = capturing_uniform_batch.set(bool(getattr(desc, "uniform", False)))
         try:
             return super()._warmup_and_capture(desc, cudagraph_runtime_mode, *args, **kwargs)
         finally:
             dispatcher.capturing = None
+            capturing_uniform_batch.reset(uniform)
 
     def execute_model(self, scheduler_output, *args, **kwargs):
         if self._bass_sync_debug is not None:

@@ -274,3 +274,43 @@ def test_captured_metadata_serves_any_batch(device, strategy, replay, monkeypatc
     ref = paged_attention_ref(b.q, b.k_cache, b.v_cache, b.cu_seqlens_q, b.seq_lens,
                               b.block_table, b.scale)
     assert_close(output[:real].view(real, heads, hd), ref, dtype, f"replayed {strategy} launch")
+
+
+@pytest.mark.cpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("uniform", [True, False])
+def test_capture_plans_for_the_batches_the_graph_will_replay(uniform, monkeypatch):
+    """A uniform decode graph (the BASS runner says so while capturing) replays exactly its
+    requests: planned for all 32 (PAD). A mixed graph of 32 tokens more likely holds 4
+    verifications of 1 + 7 tokens: planned for 4 (SPLIT, safe if it meets more)."""
+    from vllm_bass.attention import capturing_uniform_batch
+    from vllm_bass.kernels import paged_attention as pa
+
+    monkeypatch.setattr(pa, "num_sms", lambda device=None: 132)
+    heads = kv_heads = 32
+    config = _fake_vllm_config(heads, kv_heads)
+    config.speculative_config = SimpleNamespace(num_speculative_tokens=7)
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=kv_heads, head_size=128,
+                             dtype=torch.bfloat16)
+    builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"], config, torch.device("cpu"))
+    n = 32
+    cm = CommonAttentionMetadata(
+        query_start_loc=torch.arange(n + 1, dtype=torch.int32),
+        query_start_loc_cpu=torch.arange(n + 1, dtype=torch.int32),
+        seq_lens=torch.ones(n, dtype=torch.int32), num_reqs=n, num_actual_tokens=n,
+        max_query_len=1, max_seq_len=1,
+        block_table_tensor=torch.zeros(n, 256, dtype=torch.int32),
+        slot_mapping=torch.zeros(n, dtype=torch.int64))
+    token = capturing_uniform_batch.set(uniform)
+    try:
+        md = builder.build_for_cudagraph_capture(cm)
+    finally:
+        capturing_uniform_batch.reset(token)
+    assert md.plan.any_batch and md.plan_seq_len == 4096
+    if uniform:
+        assert (md.expected_batch, md.expected_query_len) == (32, 1)
+        assert md.plan.strategy == "pad"
+    else:
+        assert (md.expected_batch, md.expected_query_len) == (4, 8)
+        assert md.plan.strategy == "split"
+    assert builder.build(0, cm).plan.any_batch is False  # eager steps: the direct grid

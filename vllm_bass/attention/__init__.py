@@ -8,7 +8,15 @@ for ``attention_config={"backend": "CUSTOM"}`` / ``--attention-backend CUSTOM``.
 
 from __future__ import annotations
 
+import contextvars
+
 BACKEND_CLASS_PATH = "vllm_bass.attention.backend.BassAttentionBackend"
+
+# True while the BASS runner captures a CUDA graph of uniform decode batches (vLLM's
+# BatchDescriptor.uniform): every replayed batch then has exactly the captured requests and
+# query length, so the builder plans for them; a mixed-batch graph's requests are unknown.
+capturing_uniform_batch: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "bass_capturing_uniform_batch", default=False)
 
 
 def register_bass_attention_backend() -> bool:
@@ -22,4 +30,4 @@ def register_bass_attention_backend() -> bool:
     return True
 
 
-__all__ = ["BACKEND_CLASS_PATH", "register_bass_attention_backend"]
+__all__ = ["BACKEND_CLASS_PATH", "capturing_uniform_batch", "register_bass_attention_backend"]

@@ -173,14 +173,20 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
         self, common_attn_metadata: CommonAttentionMetadata
     ) -> BassAttentionMetadata:
         """Plans for any batch the graph will replay: contexts up to max_model_len, any
-        query lengths; PAD or SPLIT chosen for the fewest requests its tokens likely
-        hold (each bringing the expected query length): a SPLIT launch that meets more
-        requests costs a few percent, a PAD launch that meets few long ones up to 5x."""
+        query lengths. A uniform decode graph replays exactly its requests and query length;
+        for a mixed-batch graph PAD or SPLIT is chosen for the fewest requests its tokens
+        likely hold (each bringing the expected query length): a SPLIT launch that meets
+        more requests costs a few percent, a PAD launch that meets few long ones up to 5x."""
+        from vllm_bass.attention import capturing_uniform_batch
+
         cm = common_attn_metadata
-        query_len = max(cm.max_query_len, self.expected_query_len)
+        if capturing_uniform_batch.get():
+            query_len, batch = cm.max_query_len, cm.num_reqs
+        else:
+            query_len = max(cm.max_query_len, self.expected_query_len)
+            batch = min(cm.num_reqs, -(-cm.num_actual_tokens // query_len))
         md = self.build(0, cm, plan_seq_len=self.max_model_len, any_batch=True,
-                        expected_batch=min(cm.num_reqs, -(-cm.num_actual_tokens // query_len)),
-                        expected_query_len=query_len)
+                        expected_batch=batch, expected_query_len=query_len)
         self._captured_plans.append(md.plans)  # the graph keeps using their workspaces
         return md
 
