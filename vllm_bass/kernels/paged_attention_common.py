@@ -115,8 +115,10 @@ def find_sequence(cu_seqlens_q_ptr, tile, num_seqs, q_per_tile):
     """The sequence owning query tile `tile` of an ANY_BATCH grid: the last s with
     cu_seqlens_q[s] // q_per_tile + s <= tile (binary search; that start index grows
     strictly with s, so zero-length padding requests get a tile of their own too)."""
-    lo: tl.int32 = 0
-    hi = num_seqs
+    # explicit int32 scalars (num_seqs may arrive as a constexpr: Triton specialises an int
+    # argument equal to 1)
+    lo = tl.full([], 0, tl.int32)
+    hi = tl.full([], num_seqs, tl.int32)
     while lo < hi:
         mid = (lo + hi) // 2
         if tl.load(cu_seqlens_q_ptr + mid) // q_per_tile + mid <= tile:
