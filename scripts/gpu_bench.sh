@@ -5,7 +5,8 @@
 #   bash scripts/gpu_bench.sh async7b   # 7B shape: plain vs bass sync vs bass/per_request async
 #   bash scripts/gpu_bench.sh syncs     # where async BASS steps wait for the GPU (sync debug),
 #                                       # then our attention (full graphs for any batch) end to end
-#   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, any-batch grid vs direct grid,
+#   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
+#                                       # the any-batch grid vs the direct grid),
 #                                       # then the engine tests outside the engine part
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -32,7 +33,7 @@ case "${1:-}" in
   kernels)
     timeout 200 python3 -m pytest tests/kernels -m gpu -q -rfEs -p no:cacheprovider 2>&1 \
       | tee "$W/kernel_tests.txt"
-    timeout 120 python3 benchmarks/kernels/bench_paged_attention.py --quick --any-batch \
+    timeout 200 python3 benchmarks/kernels/bench_paged_attention.py --any-batch \
       --no-eager --out "$W" 2>&1 | tee "$W/kernel_bench.log"
     OUT="$W" timeout 200 bash scripts/gpu_tests.sh rest -k "attention or model_runner or server" \
       > /dev/null 2>&1
