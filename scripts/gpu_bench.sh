@@ -31,11 +31,11 @@ case "${1:-}" in
       --out "$W/e2e_llama7b_bass_attn_any_batch" 2>&1 | tee "$W/attn.log"
     pack syncs ;;
   kernels)
-    timeout 200 python3 -m pytest tests/kernels -m gpu -q -rfEs -p no:cacheprovider 2>&1 \
+    timeout 170 python3 -m pytest tests/kernels -m gpu -q -rfEs -p no:cacheprovider 2>&1 \
       | tee "$W/kernel_tests.txt"
-    timeout 200 python3 benchmarks/kernels/bench_paged_attention.py --any-batch \
+    timeout 150 python3 benchmarks/kernels/bench_paged_attention.py --any-batch \
       --no-eager --out "$W" 2>&1 | tee "$W/kernel_bench.log"
-    OUT="$W" timeout 200 bash scripts/gpu_tests.sh rest -k "attention or model_runner or server" \
+    OUT="$W" timeout 170 bash scripts/gpu_tests.sh rest -k "attention or model_runner or server" \
       > /dev/null 2>&1
     pack kernels ;;
   *) echo "usage: $0 async7b|syncs|kernels" >&2; exit 2 ;;
