@@ -186,11 +186,15 @@ def test_plain_step_measurements_are_real_off_steps(async_scheduling):
 # the virtual clock advances by each step's cost before its output is processed.
 HOST_BOUND_PAIR = dict(base=1.0, draft_pass=0.5, per_draft_step=0.5, per_verify_token=0.01)
 SEVEN_B_PAIR = dict(base=1.0, draft_pass=0.05, per_draft_step=0.04, per_verify_token=0.002)
+# the 7B-shape dummy pair as measured on the H100 (session-4 traces, batch 1: off-step 8 ms,
+# host-bound draft steps ~2.2 ms, first pass ~1.6 ms): drafting pays above alpha ~0.7
+SEVEN_B_MEASURED = dict(base=1.0, draft_pass=0.2, per_draft_step=0.27, per_verify_token=0.005)
 
 
-def _simulate(sched, cost: dict, alpha: float, steps: int, batch: int = 4, seed: int = 0):
+def _simulate(sched, cost: dict, alpha: float, steps: int, batch: int = 4, seed: int = 0,
+              max_tokens: int = 400):
     """Tokens per unit of virtual time, BASS over plain decoding (plain: `batch` tokens
-    per `base`)."""
+    per `base`); finished requests (`max_tokens` each) are replaced at once."""
     import random
 
     import vllm_bass.scheduler as module
@@ -202,7 +206,7 @@ def _simulate(sched, cost: dict, alpha: float, steps: int, batch: int = 4, seed:
     emitted, next_id = [0], [0]
 
     def add():
-        _add(sched, f"r{next_id[0]}", max_tokens=400)
+        _add(sched, f"r{next_id[0]}", max_tokens=max_tokens)
         next_id[0] += 1
 
     def execute(out):

@@ -199,12 +199,37 @@ def test_acceptance_estimates_have_no_prior_floor():
     assert p.plan(REQS[:3]).batch_length == 0
 
 
+def test_new_requests_start_from_the_pooled_acceptance():
+    """An unseen request's alpha is the pooled acceptance of the requests seen so far (0.6
+    before any), which outlives the requests; at a cost where drafting pays at 0.875 but
+    not at 0.6, a new request drafts from its first step."""
+    est = AcceptanceEstimates(ema=0.2)
+    assert est.alpha("new") == pytest.approx(0.6)
+    for _ in range(30):  # 7 accepted tokens and 1 rejection per step
+        est.observe([Verified("a", 4, 4), Verified("b", 4, 3)])
+    assert est.alpha("new") == pytest.approx(7 / 8)
+    est.forget("a")
+    est.forget("b")
+    assert est.alpha("new") == pytest.approx(7 / 8)
+    cost = StepCostModel(base=1.0, per_draft_step=0.55, per_verify_token=0.0)
+    assert expected_tokens(0.6, 4) < cost.step_time([4]) < expected_tokens(7 / 8, 4)
+    p = AutoOff(FixedDraftLength(4), cfg("fixed"), cost)
+    assert p.plan(["new"]).batch_length == 0, "the 0.6 prior does not pay here"
+    for _ in range(30):
+        p.observe([Verified("a", 4, 4), Verified("b", 4, 3)])
+    assert p.plan(["new"]) == DraftPlan(4)
+
+
 def test_forget_drops_estimates():
+    """A forgotten request falls back to the pooled prior (here 8 accepted tokens per
+    rejection)."""
     p = AutoOff(FixedDraftLength(4), cfg("fixed"), COST)
-    p.observe([Verified("a", 4, 0)] * 10)
+    for _ in range(10):
+        p.observe([Verified("a", 4, 0), Verified("b", 4, 4), Verified("c", 4, 4)])
     assert p.estimates.alpha("a") < 0.3
     p.forget("a")
-    assert p.estimates.alpha("a") == pytest.approx(0.6)
+    assert "a" not in p.estimates.successes and "a" not in p.estimates.failures
+    assert p.estimates.alpha("a") == pytest.approx(8 / 9)
 
 
 def test_measures_plain_step_when_the_scheduler_asks():
