@@ -21,11 +21,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
-# name: (cost law attribute in tests.test_scheduler, alpha, steps, tokens per request)
+# name: (cost law attribute in tests.test_scheduler, alpha, steps, tokens per request,
+# compile stall in plain steps the first time each draft length runs, left out of the rate)
 PAIRS = {
-    "host_bound": ("HOST_BOUND_PAIR", 0.5, 600, 400),
-    "seven_b_like": ("SEVEN_B_PAIR", 0.8, 400, 400),
-    "seven_b_measured_128": ("SEVEN_B_MEASURED", 0.8, 400, 128),
+    "host_bound": ("HOST_BOUND_PAIR", 0.5, 600, 400, 0.0),
+    "seven_b_like": ("SEVEN_B_PAIR", 0.8, 400, 400, 0.0),
+    "seven_b_measured_128": ("SEVEN_B_MEASURED", 0.8, 400, 128, 0.0),
+    "seven_b_measured_128_stalls": ("SEVEN_B_MEASURED", 0.8, 400, 128, 100.0),
 }
 VARIANTS = {  # column: (auto_off, pooled prior)
     "auto_off": (True, True),
@@ -34,8 +36,8 @@ VARIANTS = {  # column: (auto_off, pooled prior)
 }
 
 
-def run(sim, policy, async_scheduling, law, alpha, steps, max_tokens, batch, auto_off, pooled,
-        seed):
+def run(sim, policy, async_scheduling, law, alpha, steps, max_tokens, stall, batch, auto_off,
+        pooled, seed):
     from vllm_bass.proposer.auto_off import AcceptanceEstimates
 
     sched = sim._scheduler(async_scheduling, max_model_len=2048, measured_costs=True,
@@ -46,7 +48,7 @@ def run(sim, policy, async_scheduling, law, alpha, steps, max_tokens, batch, aut
         AcceptanceEstimates.pool_alpha = property(lambda self: self.prior_alpha)
     try:
         return sim._simulate(sched, getattr(sim, law), alpha, steps, batch=batch, seed=seed,
-                             max_tokens=max_tokens)
+                             max_tokens=max_tokens, stall=stall)
     finally:
         AcceptanceEstimates.pool_alpha = saved
 
@@ -61,14 +63,14 @@ def main() -> None:
     rows = []
     for policy in ("bass", "per_request", "fixed"):
         for async_scheduling in (False, True):
-            for pair, (law, alpha, steps, max_tokens) in PAIRS.items():
+            for pair, (law, alpha, steps, max_tokens, stall) in PAIRS.items():
                 for batch in (1, 4):
                     row = {"policy": policy, "async": async_scheduling, "pair": pair,
                            "alpha": alpha, "steps": steps, "tokens_per_request": max_tokens,
-                           "batch": batch, "cost_law": getattr(sim, law)}
+                           "stall": stall, "batch": batch, "cost_law": getattr(sim, law)}
                     for name, (auto_off, pooled) in VARIANTS.items():
                         runs = [run(sim, policy, async_scheduling, law, alpha, steps,
-                                    max_tokens, batch, auto_off, pooled, seed)
+                                    max_tokens, stall, batch, auto_off, pooled, seed)
                                 for seed in range(args.seeds)]
                         row[name] = statistics.mean(runs)
                         row[name + "_worst"] = min(runs)
@@ -79,7 +81,9 @@ def main() -> None:
          "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
     lines = ["# Auto-off in closed loop against a simulated device (tokens/time over plain)", "",
              f"Mean (worst) of {args.seeds} acceptance seeds. `constant prior`: new requests "
-             "start at alpha 0.6 instead of the pooled acceptance of earlier requests.", "",
+             "start at alpha 0.6 instead of the pooled acceptance of earlier requests. "
+             "`_stalls`: the first step drafting each length stalls for 100 plain steps once "
+             "(a compile); the rate leaves that time out.", "",
              "| policy | scheduling | pair | batch | auto-off | auto-off, constant prior "
              "| always on |", "|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -6,15 +6,24 @@ engine step of pure decoding and fits, per batch-size bucket, the wall time
 (a: a plain decode step -- what an off-step costs, since off-steps skip the draft model;
 e: the draft's first pass over the step's new tokens, paid only when it drafts; b: one
 autoregressive draft step of the batch; c: one more verified token) by exponentially weighted
-least squares, shrunk toward a prior shape so few or collinear samples still give a sane
-model. With speculation always on, `a` and `e` are not separable: the estimator reports how
-much off-step evidence it holds (`off_weight`) so auto-off can take an occasional off-step to
-measure plain decoding. The policy (in the scheduler too) plans with the relative model
+least squares over the last WINDOW steps, shrunk toward a prior shape so few or collinear
+samples still give a sane model. One-time stalls (JIT compiles for a new shape, lazily
+captured graphs, GC pauses: 10-100x a step, often several among the first drafting steps at
+a new batch size) are left out at every solve, from the raw steps: a step more than
+OUTLIER_FACTOR times the fastest of its shape, or the only one of its shape and that far
+above the model of the others. Decided afresh at each solve, a wrong call cannot stick: an
+earlier incremental rule (drop a step far above the current model) let a fit spoilt by
+early stalls reject every later off-step as a stall and never recover (closed-loop
+simulation of the 7B-shape pair's costs with compile stalls; `benchmarks/e2e/sim_auto_off.py`
+measures the current rule). With speculation always on, `a` and `e` are not separable: the
+estimator reports how much off-step evidence it holds (`off_weight`) so auto-off can take an
+occasional off-step to measure plain decoding. The policy (in the scheduler too) plans with the relative model
 (a = 1).
 """
 
 from __future__ import annotations
 
+import collections
 import math
 from dataclasses import dataclass, field
 
@@ -44,7 +53,8 @@ class StepCostModel:
 
 
 RESOLVE_EVERY = 8  # observations between two solves of a bucket's costs
-OUTLIER_FACTOR = 4.0  # a step this many times its predicted time is a stall, not a cost
+WINDOW = 192  # raw steps kept per bucket (forgetting 0.98: the oldest weigh 0.02)
+OUTLIER_FACTOR = 4.0  # a step this many times its shape's fastest (or the model) is a stall
 PRIOR_COSTS = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.01,
                             draft_pass=0.05)
 
@@ -56,26 +66,33 @@ def batch_bucket(batch: int) -> int:
 
 @dataclass
 class _Fit:
-    xtx: np.ndarray
-    xty: np.ndarray
-    weight: float = 0.0
-    mean_time: float = 0.0
+    steps: collections.deque = field(default_factory=lambda: collections.deque(maxlen=WINDOW))
+    weight: float = 0.0  # decayed count of steps
     off_weight: float = 0.0  # decayed count of steps that did not draft
+    unsolved: int = 0  # steps since theta was solved
     theta: np.ndarray | None = None  # the solved costs
-    # observations since theta was solved, not yet folded into xtx / xty: (x, seconds),
-    # folded in one numpy operation before a solve (per-step matrix updates cost ~0.05 ms)
-    pending: list = field(default_factory=list)
 
-    def fold(self, forget: float) -> None:
-        if not self.pending:
-            return
-        xs = np.array([x for x, _ in self.pending])
-        ys = np.array([y for _, y in self.pending])
-        m = len(ys)
-        w = forget ** np.arange(m - 1, -1, -1)  # the later, the less forgotten
-        self.xtx = forget ** m * self.xtx + (xs * w[:, None]).T @ xs
-        self.xty = forget ** m * self.xty + (xs * (w * ys)[:, None]).sum(axis=0)
-        self.pending.clear()
+
+def stall_mask(xs: np.ndarray, ys: np.ndarray, prior_shape: np.ndarray, ridge_fit) -> np.ndarray:
+    """True for the steps to keep. Shape = (draft steps, verified anything). Within a shape a
+    stall is far above the shape's fastest step; a shape seen once is judged against the
+    model of the repeated shapes (the prior's shape scaled to the fastest step if none
+    repeats)."""
+    keys = xs[:, 2] * 2 + (xs[:, 3] > 0)
+    uniq, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    fastest = np.full(len(uniq), np.inf)
+    np.minimum.at(fastest, inverse, ys)
+    keep = ys <= OUTLIER_FACTOR * fastest[inverse]
+    single = counts[inverse] == 1
+    if single.any():
+        repeated = keep & ~single
+        if repeated.any():
+            predicted = xs @ ridge_fit(repeated)
+        else:
+            relative = xs @ prior_shape
+            predicted = relative * np.min(ys / relative)
+        keep &= ~single | (ys <= OUTLIER_FACTOR * np.maximum(predicted, 1e-12))
+    return keep
 
 
 class StepCostEstimator:
@@ -86,27 +103,17 @@ class StepCostEstimator:
         self.prior_strength = prior_strength
         self.min_weight = min_weight
         self.fits: dict[int, _Fit] = {}
-        self.outliers = 0  # steps left out as one-time stalls
+        self.outliers = 0  # steps left out as one-time stalls at the last solves
 
     def observe(self, batch: int, draft_steps: int, verify_tokens: int, seconds: float) -> None:
         if batch <= 0 or seconds <= 0 or not math.isfinite(seconds):
             return
-        fit = self.fits.setdefault(batch_bucket(batch), _Fit(np.zeros((4, 4)), np.zeros(4)))
+        fit = self.fits.setdefault(batch_bucket(batch), _Fit())
         drafted = 1.0 if draft_steps > 0 else 0.0
-        x = (1.0, drafted, float(draft_steps), float(verify_tokens))
-        if fit.weight >= self.min_weight:
-            # one-time stalls (a kernel JIT-compiled for a new shape, a lazily captured graph,
-            # a GC pause) are not step costs: a step far above the model is left out
-            theta = self._theta(fit)
-            predicted = (theta[0] + theta[1] * x[1] + theta[2] * x[2] + theta[3] * x[3])
-            if predicted > 0 and seconds > OUTLIER_FACTOR * predicted:
-                self.outliers += 1
-                return
+        fit.steps.append((1.0, drafted, float(draft_steps), float(verify_tokens), seconds))
         fit.off_weight = fit.off_weight * self.forget + (1.0 - drafted)
-        fit.pending.append((x, seconds))
-        fit.mean_time = (fit.mean_time * fit.weight * self.forget + seconds) / (
-            fit.weight * self.forget + 1.0)
         fit.weight = fit.weight * self.forget + 1.0
+        fit.unsolved += 1
 
     def model_for(self, batch: int) -> StepCostModel:
         """Relative costs for this batch size; the prior until enough steps were seen."""
@@ -124,22 +131,35 @@ class StepCostEstimator:
     def _theta(self, fit: _Fit) -> np.ndarray:
         """Absolute costs (seconds) [base, draft_pass, per_draft_step, per_verify_token].
         Re-solved after every RESOLVE_EVERY observations (and until min_weight is reached),
-        not every step: the scheduler asks every step, a solve costs ~0.1 ms of host time
-        per step, and the costs move slowly (forgetting factor 0.98, ~50 steps)."""
-        unsolved = len(fit.pending)
-        if (fit.theta is None or unsolved >= RESOLVE_EVERY
-                or (unsolved and fit.weight < 2 * self.min_weight)):
-            fit.fold(self.forget)
+        not every step: the scheduler asks every step, a solve costs ~0.2 ms of host time,
+        and the costs move slowly (forgetting factor 0.98, ~50 steps)."""
+        if (fit.theta is None or fit.unsolved >= RESOLVE_EVERY
+                or (fit.unsolved and fit.weight < 2 * self.min_weight)):
             fit.theta = self._solve(fit)
+            fit.unsolved = 0
         return fit.theta
 
     def _solve(self, fit: _Fit) -> np.ndarray:
+        """Exponentially weighted ridge least squares over the window's steps minus the
+        stalls, pulled toward the prior's shape scaled to the steps' mean time."""
         p = self.prior
         shape = np.array([p.base, p.draft_pass, p.per_draft_step, p.per_verify_token])
-        mean_x = fit.xtx[0] / fit.xtx[0, 0]
-        theta0 = shape * (fit.mean_time / float(shape @ mean_x))  # prior, scaled to the data
+        data = np.array(fit.steps)
+        xs, ys = data[:, :4], data[:, 4]
+        w = self.forget ** np.arange(len(ys) - 1, -1, -1, dtype=np.float64)
         ridge = self.prior_strength * np.eye(4)
-        return np.linalg.solve(fit.xtx + ridge, fit.xty + ridge @ theta0)
+
+        def ridge_fit(mask: np.ndarray) -> np.ndarray:
+            xm, ym, wm = xs[mask], ys[mask], w[mask]
+            mean_x = (wm @ xm) / wm.sum()
+            theta0 = shape * ((wm @ ym) / wm.sum() / float(shape @ mean_x))
+            xtx = (xm * wm[:, None]).T @ xm
+            xty = (xm * (wm * ym)[:, None]).sum(axis=0)
+            return np.linalg.solve(xtx + ridge, xty + ridge @ theta0)
+
+        keep = stall_mask(xs, ys, shape, ridge_fit)
+        self.outliers = int((~keep).sum())
+        return ridge_fit(keep)
 
     def off_weight(self, batch: int) -> float:
         """Decayed number of measured steps without drafting in this batch size's bucket."""
