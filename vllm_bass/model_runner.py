@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from vllm_bass.config import BassConfig
+from vllm_bass.utils.steps import decode_tokens
 
 
 # vLLM runner methods the mixin overrides, with the signatures it was written against
@@ -68,7 +69,6 @@ class BassModelRunnerMixin:
         self.bass_async = bool(getattr(self, "use_async_scheduling", False))
         self._bass_skipped = None  # draft_sync.SkippedTokens, under async scheduling
         from vllm_bass.utils.phase_trace import PhaseTrace
-
         from vllm_bass.utils.sync_debug import SyncDebug
 
         self._bass_trace = PhaseTrace.from_env(
@@ -203,11 +203,9 @@ class BassModelRunnerMixin:
         """Skip the draft pass only in pure decoding (one token plus its drafts per request),
         and only while the catch-up it leaves fits one first pass of the drafter and each
         request's debt fits the record of skipped tokens (`max_owed`, async only)."""
-        spec = scheduler_output.scheduled_spec_decode_tokens
-        scheduled = [scheduler_output.num_scheduled_tokens.get(r, 0) for r in req_ids]
-        # every request has >= 1 + its drafts scheduled: equal sums mean each is equal
-        if sum(scheduled) != len(req_ids) + sum(len(spec.get(r, ())) for r in req_ids) or (
-                not all(scheduled)):
+        scheduled = decode_tokens(scheduler_output.num_scheduled_tokens,
+                                  scheduler_output.scheduled_spec_decode_tokens, req_ids)
+        if scheduled is None:
             return False
         owed_next = debt.owed(req_ids, starts) + scheduled
         if max_owed is not None and len(req_ids) and int(owed_next.max()) > max_owed:

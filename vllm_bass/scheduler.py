@@ -40,6 +40,7 @@ from vllm_bass.config import bass_config_from_vllm
 from vllm_bass.proposer.auto_off import with_test_off_cycle
 from vllm_bass.proposer.cost_model import StepCostEstimator
 from vllm_bass.proposer.policies import DraftPlan, Verified, make_policy
+from vllm_bass.utils.steps import decode_tokens
 
 # Decayed count of measured off-steps (per batch bucket) below which auto-off takes an
 # occasional off-step, to measure what plain decoding costs (about one in 35 steps).
@@ -133,9 +134,8 @@ class BassScheduler(Scheduler):
         plan = policy.plan(req_ids) if req_ids else self.bass_plan
         self.bass_plan = plan
         out.num_spec_tokens_to_schedule = max(0, min(plan.batch_length, self.num_spec_tokens))
-        out.bass_decode_only = bool(req_ids) and not out.scheduled_new_reqs and all(
-            n == 1 + len(out.scheduled_spec_decode_tokens.get(rid, ()))
-            for rid, n in out.num_scheduled_tokens.items())
+        out.bass_decode_only = bool(req_ids) and not out.scheduled_new_reqs and decode_tokens(
+            out.num_scheduled_tokens, out.scheduled_spec_decode_tokens, req_ids) is not None
 
     def _bass_forget_finished(self) -> None:
         current = set(self.requests)
