@@ -149,12 +149,13 @@ def query_tile_ids(cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile,
     return seq, q_tile, kv_head
 
 
-def num_seq_tiles(num_tokens: int, batch: int, max_query_len: int, q_per_tile: int,
+def num_seq_tiles(num_tokens: int, batch: int, num_q_tiles: int, q_per_tile: int,
                   any_batch: bool) -> int:
-    """Query tiles the launch covers (the grid's sequence-tile dimension)."""
+    """Query tiles the launch covers (the grid's sequence-tile dimension; `num_q_tiles`:
+    tiles of the step's longest query)."""
     if any_batch:
         return num_tokens // q_per_tile + batch
-    return batch * triton.cdiv(max_query_len, q_per_tile)
+    return batch * num_q_tiles
 
 
 @triton.jit

@@ -23,8 +23,8 @@ from vllm_bass.kernels.paged_attention_common import (
     launch_args,
     load_query_tile,
     paged_attention_ref,
-    pick_tiles,
     num_seq_tiles,
+    pick_tiles,
     query_tile_ids,
 )
 
@@ -130,7 +130,7 @@ def paged_attention_pad(
     if check:
         assert tiles.block_m >= group and tiles.q_per_tile == tiles.block_m // group
     num_q_tiles = triton.cdiv(max_query_len, tiles.q_per_tile)
-    grid = (num_seq_tiles(num_tokens, batch, max_query_len, tiles.q_per_tile, any_batch),
+    grid = (num_seq_tiles(num_tokens, batch, num_q_tiles, tiles.q_per_tile, any_batch),
             num_kv_heads)
     if tiles.head_fastest:
         grid = grid[::-1]

@@ -26,8 +26,8 @@ from vllm_bass.kernels.paged_attention_common import (
     launch_args,
     load_query_tile,
     paged_attention_ref,
-    pick_tiles,
     num_seq_tiles,
+    pick_tiles,
     query_tile_ids,
 )
 
@@ -224,7 +224,7 @@ def paged_attention_split(
         assert workspace.dtype == torch.float32 and workspace.numel() >= ml_base + 2 * ml_plane
         assert workspace.device == q.device and workspace.is_contiguous()
 
-    seq_tiles = num_seq_tiles(num_tokens, batch, max_query_len, tiles.q_per_tile, any_batch)
+    seq_tiles = num_seq_tiles(num_tokens, batch, num_q_tiles, tiles.q_per_tile, any_batch)
     grid = (seq_tiles, num_kv_heads, num_splits)
     if tiles.head_fastest:
         grid = (num_kv_heads, seq_tiles, num_splits)
