@@ -17,8 +17,8 @@ early stalls reject every later off-step as a stall and never recover (closed-lo
 simulation of the 7B-shape pair's costs with compile stalls; `benchmarks/e2e/sim_auto_off.py`
 measures the current rule). With speculation always on, `a` and `e` are not separable: the
 estimator reports how much off-step evidence it holds (`off_weight`) so auto-off can take an
-occasional off-step to measure plain decoding. The policy (in the scheduler too) plans with the relative model
-(a = 1).
+occasional off-step to measure plain decoding. The policy (in the scheduler too) plans with
+the relative model (a = 1).
 """
 
 from __future__ import annotations
