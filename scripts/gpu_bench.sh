@@ -5,6 +5,9 @@
 #   bash scripts/gpu_bench.sh async7b   # 7B shape: plain vs bass sync vs bass/per_request async
 #   bash scripts/gpu_bench.sh syncs     # where async BASS steps wait for the GPU (sync debug),
 #                                       # then our attention (full graphs for any batch) end to end
+#   bash scripts/gpu_bench.sh attn      # session 7: where async off-steps wait (sync debug,
+#                                       # batch 32), then our attention vs FA3 end to end under
+#                                       # per_request + async and plain decoding, with traces
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
 #                                       # the any-batch grid vs the direct grid),
 #                                       # then the engine tests outside the engine part
@@ -30,6 +33,14 @@ case "${1:-}" in
     bench 300 --pair llama7b --configs bass,bass_bass_attn \
       --out "$W/e2e_llama7b_bass_attn_any_batch" 2>&1 | tee "$W/attn.log"
     pack syncs ;;
+  attn)
+    bench 120 --pair llama7b --configs bass_async --batch-sizes 32 --max-tokens 64 \
+      --sync-debug-dir "$W" --out "$W/syncs7b" 2>&1 | tee "$W/syncs.log"
+    mkdir -p "$W/traces"
+    bench 420 --pair llama7b --trace-dir "$W/traces" \
+      --configs per_request_async,per_request_async_bass_attn,plain,plain_triton_attn \
+      --out "$W/e2e_llama7b_attn" 2>&1 | tee "$W/attn.log"
+    pack attn ;;
   kernels)
     timeout 170 python3 -m pytest tests/kernels -m gpu -q -rfEs -p no:cacheprovider 2>&1 \
       | tee "$W/kernel_tests.txt"
@@ -38,5 +49,5 @@ case "${1:-}" in
     OUT="$W" timeout 170 bash scripts/gpu_tests.sh rest -k "attention or model_runner or server" \
       > /dev/null 2>&1
     pack kernels ;;
-  *) echo "usage: $0 async7b|syncs|kernels" >&2; exit 2 ;;
+  *) echo "usage: $0 async7b|syncs|attn|kernels" >&2; exit 2 ;;
 esac

@@ -57,6 +57,9 @@ CONFIGS = {
     "plain_triton_attn": (None, CUSTOM_ATTN),
     "bass_bass_attn": ({"method": "bass", "draft_length_policy": "bass", "attention": "bass"},
                        {}),
+    "per_request_async_bass_attn": ({"method": "bass", "draft_length_policy": "per_request",
+                                     "num_speculative_tokens": 16, "attention": "bass"},
+                                    {"async_scheduling": True}),
     "fixed_bass_attn": ({"method": "bass", "draft_length_policy": "fixed",
                          "num_speculative_tokens": 5, "attention": "bass"}, {}),
     # every batch (ragged verification included) under full CUDA graphs: FA3 declares
