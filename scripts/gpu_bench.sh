@@ -8,6 +8,9 @@
 #   bash scripts/gpu_bench.sh attn      # session 7: where async off-steps wait (sync debug,
 #                                       # batch 32), then our attention vs FA3 end to end under
 #                                       # per_request + async and plain decoding, with traces
+#   bash scripts/gpu_bench.sh final     # session 7, ~4 min: per_request + async with the
+#                                       # stall-robust non-negative cost fit, FA3 vs our
+#                                       # attention for the target only (attention: target)
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
 #                                       # the any-batch grid vs the direct grid),
 #                                       # then the engine tests outside the engine part
@@ -41,6 +44,12 @@ case "${1:-}" in
       --configs per_request_async,per_request_async_bass_attn,plain,plain_triton_attn \
       --out "$W/e2e_llama7b_attn" 2>&1 | tee "$W/attn.log"
     pack attn ;;
+  final)
+    mkdir -p "$W/traces"
+    bench 220 --pair llama7b --trace-dir "$W/traces" \
+      --configs per_request_async_target_attn,per_request_async \
+      --out "$W/e2e_llama7b_final" 2>&1 | tee "$W/final.log"
+    pack final ;;
   kernels)
     timeout 170 python3 -m pytest tests/kernels -m gpu -q -rfEs -p no:cacheprovider 2>&1 \
       | tee "$W/kernel_tests.txt"
@@ -49,5 +58,5 @@ case "${1:-}" in
     OUT="$W" timeout 170 bash scripts/gpu_tests.sh rest -k "attention or model_runner or server" \
       > /dev/null 2>&1
     pack kernels ;;
-  *) echo "usage: $0 async7b|syncs|attn|kernels" >&2; exit 2 ;;
+  *) echo "usage: $0 async7b|syncs|attn|final|kernels" >&2; exit 2 ;;
 esac

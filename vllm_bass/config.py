@@ -17,7 +17,7 @@ MAX_DRAFT_TOKENS = 32  # the paper's l_limit, and the most draft tokens one step
 DRAFT_LENGTH_POLICIES = ("bass", "per_request", "fixed")
 DRAFT_SAMPLE_METHODS = ("probabilistic", "greedy")
 ACCEPTANCE_MODES = ("standard", "synthetic")
-ATTENTION_CHOICES = ("bass", "vllm")
+ATTENTION_CHOICES = ("bass", "target", "vllm")
 
 DraftLengthPolicyName = Literal["bass", "per_request", "fixed"]
 
@@ -60,14 +60,13 @@ class BassConfig:
     acceptance_ema: float = 0.2
     # Attention on CUDA: "bass" runs our Triton kernels (vLLM's CUSTOM backend) for target
     # and draft wherever the model allows it and no backend was chosen explicitly
-    # (--attention-backend / the speculative config's attention_backend win); "vllm" (the
-    # default) leaves the choice to vLLM. With full decode graphs it matched FA3 on plain
-    # decoding of the 7B shape (5.82/6.18/7.13 ms/token at batch 1/8/32 vs FA3's
-    # 5.92/6.57/7.41 in another run, H100, e2e_llama7b_h100_custom_full_decode_graphs.md);
-    # full graphs for ragged verification too (any batch) are not measured end to end yet,
-    # so it is not the default.
+    # (--attention-backend / the speculative config's attention_backend win); "target" for
+    # the target only (its steps run under full CUDA graphs, where our kernels were 1.03-
+    # 1.06x FA3 end to end; the drafter's one-token steps run attention eagerly between
+    # piecewise graphs, where a Triton launch's host cost made a draft step ~3x FA3's,
+    # session 7, H100); "vllm" (the default) leaves the choice to vLLM.
     # CPU always uses vLLM's CPU attention.
-    attention: Literal["bass", "vllm"] = "vllm"
+    attention: Literal["bass", "target", "vllm"] = "vllm"
     # CUDA: full CUDA graphs for the target's ragged verification batches where its
     # attention backend supports full graphs for any batch (FA3); vLLM's default runs them
     # piecewise, host-bound on a 7B shape (model_runner). False keeps vLLM's choice.

@@ -60,6 +60,9 @@ CONFIGS = {
     "per_request_async_bass_attn": ({"method": "bass", "draft_length_policy": "per_request",
                                      "num_speculative_tokens": 16, "attention": "bass"},
                                     {"async_scheduling": True}),
+    "per_request_async_target_attn": ({"method": "bass", "draft_length_policy": "per_request",
+                                       "num_speculative_tokens": 16, "attention": "target"},
+                                      {"async_scheduling": True}),
     "fixed_bass_attn": ({"method": "bass", "draft_length_policy": "fixed",
                          "num_speculative_tokens": 5, "attention": "bass"}, {}),
     # every batch (ragged verification included) under full CUDA graphs: FA3 declares
@@ -230,7 +233,7 @@ def main() -> None:
             continue  # synthetic acceptance is not lossless by design; dummy weights anyway
         spec, engine = CONFIGS[r["config"].partition("@")[0]]
         custom = engine == CUSTOM_ATTN or (cuda and spec is not None
-                                           and spec.get("attention") == "bass")
+                                           and spec.get("attention") in ("bass", "target"))
         ref = "plain_triton_attn" if custom else "plain"
         r["greedy_reference"] = ref
         if ref in raw:

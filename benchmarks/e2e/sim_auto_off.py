@@ -22,12 +22,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 # name: (cost law attribute in tests.test_scheduler, alpha, steps, tokens per request,
-# compile stall in plain steps the first time each draft length runs, left out of the rate)
+# compile stall in plain steps the first times each draft length runs (left out of the
+# rate), how many times it stalls, step-time jitter)
 PAIRS = {
-    "host_bound": ("HOST_BOUND_PAIR", 0.5, 600, 400, 0.0),
-    "seven_b_like": ("SEVEN_B_PAIR", 0.8, 400, 400, 0.0),
-    "seven_b_measured_128": ("SEVEN_B_MEASURED", 0.8, 400, 128, 0.0),
-    "seven_b_measured_128_stalls": ("SEVEN_B_MEASURED", 0.8, 400, 128, 100.0),
+    "host_bound": ("HOST_BOUND_PAIR", 0.5, 600, 400, 0.0, 1, 0.0),
+    "seven_b_like": ("SEVEN_B_PAIR", 0.8, 400, 400, 0.0, 1, 0.0),
+    "seven_b_measured_128": ("SEVEN_B_MEASURED", 0.8, 400, 128, 0.0, 1, 0.0),
+    "seven_b_measured_128_stalls": ("SEVEN_B_MEASURED", 0.8, 400, 128, 100.0, 1, 0.0),
+    # as session 7's H100 trace: two stalls per new length, step times scattered +-30%
+    "seven_b_measured_128_stalls2_jitter": ("SEVEN_B_MEASURED", 0.8, 400, 128, 100.0, 2, 0.3),
 }
 VARIANTS = {  # column: (auto_off, pooled prior)
     "auto_off": (True, True),
@@ -36,8 +39,8 @@ VARIANTS = {  # column: (auto_off, pooled prior)
 }
 
 
-def run(sim, policy, async_scheduling, law, alpha, steps, max_tokens, stall, batch, auto_off,
-        pooled, seed):
+def run(sim, policy, async_scheduling, law, alpha, steps, max_tokens, stall, repeats, jitter,
+        batch, auto_off, pooled, seed):
     from vllm_bass.proposer.auto_off import AcceptanceEstimates
 
     sched = sim._scheduler(async_scheduling, max_model_len=2048, measured_costs=True,
@@ -48,7 +51,8 @@ def run(sim, policy, async_scheduling, law, alpha, steps, max_tokens, stall, bat
         AcceptanceEstimates.pool_alpha = property(lambda self: self.prior_alpha)
     try:
         return sim._simulate(sched, getattr(sim, law), alpha, steps, batch=batch, seed=seed,
-                             max_tokens=max_tokens, stall=stall)
+                             max_tokens=max_tokens, stall=stall, stall_repeats=repeats,
+                             jitter=jitter)
     finally:
         AcceptanceEstimates.pool_alpha = saved
 
@@ -63,14 +67,16 @@ def main() -> None:
     rows = []
     for policy in ("bass", "per_request", "fixed"):
         for async_scheduling in (False, True):
-            for pair, (law, alpha, steps, max_tokens, stall) in PAIRS.items():
+            for pair, (law, alpha, steps, max_tokens, stall, repeats, jitter) in PAIRS.items():
                 for batch in (1, 4):
                     row = {"policy": policy, "async": async_scheduling, "pair": pair,
                            "alpha": alpha, "steps": steps, "tokens_per_request": max_tokens,
-                           "stall": stall, "batch": batch, "cost_law": getattr(sim, law)}
+                           "stall": stall, "stall_repeats": repeats, "jitter": jitter,
+                           "batch": batch, "cost_law": getattr(sim, law)}
                     for name, (auto_off, pooled) in VARIANTS.items():
                         runs = [run(sim, policy, async_scheduling, law, alpha, steps,
-                                    max_tokens, stall, batch, auto_off, pooled, seed)
+                                    max_tokens, stall, repeats, jitter, batch, auto_off,
+                                    pooled, seed)
                                 for seed in range(args.seeds)]
                         row[name] = statistics.mean(runs)
                         row[name + "_worst"] = min(runs)
@@ -83,7 +89,8 @@ def main() -> None:
              f"Mean (worst) of {args.seeds} acceptance seeds. `constant prior`: new requests "
              "start at alpha 0.6 instead of the pooled acceptance of earlier requests. "
              "`_stalls`: the first step drafting each length stalls for 100 plain steps once "
-             "(a compile); the rate leaves that time out.", "",
+             "(a compile); the rate leaves that time out. `_stalls2_jitter`: two such stalls per "
+             "length and step times scattered by +-30% (session 7's H100 async trace).", "",
              "| policy | scheduling | pair | batch | auto-off | auto-off, constant prior "
              "| always on |", "|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -55,4 +55,6 @@ def _backends(cfg):
 def test_bass_attention_on_request_on_cuda_only():
     want = ("CUSTOM", "CUSTOM") if on_gpu() else (None, None)
     assert _backends(_config({"attention": "bass"})) == want
+    want = ("CUSTOM", None) if on_gpu() else (None, None)
+    assert _backends(_config({"attention": "target"})) == want
     assert _backends(_config()) == (None, None)  # default: vLLM chooses

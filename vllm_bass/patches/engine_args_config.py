@@ -182,12 +182,12 @@ def validate_draft_against_target(vllm_config: Any, cfg: BassConfig) -> None:
 
 
 def choose_attention_backends(vllm_config: Any, cfg: BassConfig) -> None:
-    """`attention: bass` (opt-in) on CUDA: our Triton backend (vLLM's CUSTOM slot) for
-    target and draft, each unless a backend was chosen for it or its model needs what the
-    kernels do not implement (then vLLM chooses, and the log says why)."""
+    """`attention: bass` on CUDA: our Triton backend (vLLM's CUSTOM slot) for target and
+    draft (`target`: the target only), each unless a backend was chosen for it or its model
+    needs what the kernels do not implement (then vLLM chooses, and the log says why)."""
     from vllm.platforms import current_platform
 
-    if cfg.attention != "bass" or not current_platform.is_cuda():
+    if cfg.attention == "vllm" or not current_platform.is_cuda():
         return
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
@@ -198,6 +198,8 @@ def choose_attention_backends(vllm_config: Any, cfg: BassConfig) -> None:
     for role, model_config, holder, field in (
             ("target", vllm_config.model_config, vllm_config.attention_config, "backend"),
             ("draft", spec.draft_model_config, spec, "attention_backend")):
+        if role == "draft" and cfg.attention == "target":
+            continue
         if getattr(holder, field) is not None:
             continue  # chosen by the user
         why_not = default_backend_unsupported(model_config, kv_dtype)

@@ -10,8 +10,11 @@ least squares over the last WINDOW steps, shrunk toward a prior shape so few or 
 samples still give a sane model. One-time stalls (JIT compiles for a new shape, lazily
 captured graphs, GC pauses: 10-100x a step, often several among the first drafting steps at
 a new batch size) are left out at every solve, from the raw steps: a step more than
-OUTLIER_FACTOR times the fastest of its shape, or the only one of its shape and that far
-above the model of the others. Decided afresh at each solve, a wrong call cannot stick: an
+OUTLIER_FACTOR times the fastest of its shape, or one of a shape seen at most FEW_STEPS
+times and that far above the model of the others (the H100 traces show a compile stall
+twice for one shape: two 670 ms steps of 4 draft steps among 6 ms plain steps, which as a
+"repeated shape" made one draft step cost 1.6 plain steps until they left the window, and
+speculation stayed off for the whole run). Decided afresh at each solve, a wrong call cannot stick: an
 earlier incremental rule (drop a step far above the current model) let a fit spoilt by
 early stalls reject every later off-step as a stall and never recover (closed-loop
 simulation of the 7B-shape pair's costs with compile stalls; `benchmarks/e2e/sim_auto_off.py`
@@ -55,6 +58,8 @@ class StepCostModel:
 RESOLVE_EVERY = 8  # observations between two solves of a bucket's costs
 WINDOW = 192  # raw steps kept per bucket (forgetting 0.98: the oldest weigh 0.02)
 OUTLIER_FACTOR = 4.0  # a step this many times its shape's fastest (or the model) is a stall
+FEW_STEPS = 3  # a shape seen this often or less is judged against the other shapes' model
+RARE_FACTOR = 2.0  # ... and, once the gross stalls are out, this far above it is a stall
 PRIOR_COSTS = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.01,
                             draft_pass=0.05)
 
@@ -75,24 +80,82 @@ class _Fit:
 
 def stall_mask(xs: np.ndarray, ys: np.ndarray, prior_shape: np.ndarray, ridge_fit) -> np.ndarray:
     """True for the steps to keep. Shape = (draft steps, verified anything). Within a shape a
-    stall is far above the shape's fastest step; a shape seen once is judged against the
-    model of the repeated shapes (the prior's shape scaled to the fastest step if none
-    repeats)."""
+    stall is far above the shape's fastest step; a shape seen at most FEW_STEPS times is
+    judged against the model of the more frequent shapes (the prior's shape scaled to the
+    fastest step if there are none): a stall may hit one shape more than once."""
     keys = xs[:, 2] * 2 + (xs[:, 3] > 0)
     uniq, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
     fastest = np.full(len(uniq), np.inf)
     np.minimum.at(fastest, inverse, ys)
     keep = ys <= OUTLIER_FACTOR * fastest[inverse]
-    single = counts[inverse] == 1
-    if single.any():
-        repeated = keep & ~single
-        if repeated.any():
-            predicted = xs @ ridge_fit(repeated)
+    few = counts[inverse] <= FEW_STEPS
+    if few.any():
+        frequent = keep & ~few
+        if frequent.any():
+            predicted = xs @ ridge_fit(frequent)
         else:
             relative = xs @ prior_shape
             predicted = relative * np.min(ys / relative)
-        keep &= ~single | (ys <= OUTLIER_FACTOR * np.maximum(predicted, 1e-12))
+        predicted = np.maximum(predicted, 1e-12)
+        keep &= ~few | (ys <= OUTLIER_FACTOR * predicted)
+        # the frequent shapes may not tell one draft step from the fixed cost of drafting
+        # (at batch 1: 0, 1 and 1+1 only), so a long rare draft 3x its cost passes the
+        # first test; the model of every other kept step (other rare lengths included)
+        # extrapolates well enough to hold it to RARE_FACTOR. Dropping a true rare step
+        # costs little: a shape that recurs stops being rare. (Only shapes with a step
+        # above RARE_FACTOR times the first model are refitted: a solve stays ~0.3 ms.)
+        doubtful = keep & few & (ys > RARE_FACTOR * predicted)
+        for key in np.unique(keys[doubtful]):
+            this = keys == key
+            others = keep & ~this
+            if others.any():
+                predicted = xs[this] @ ridge_fit(others)
+                keep[this] &= ys[this] <= RARE_FACTOR * np.maximum(predicted, 1e-12)
     return keep
+
+
+def nonnegative_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """argmin of x'ax - 2b'x over x >= 0 (a positive definite), by Lawson and Hanson's
+    active set on the normal equations. Every cost is non-negative, and an unconstrained
+    fit on few, collinear, noisy steps (at batch 1 the verified tokens follow the draft
+    length) trades a large cost per draft step against a negative one per verified token,
+    which then extrapolates wrongly to other lengths (session 7's H100 trace: 1.6 plain
+    steps per draft step, speculation off for a whole run)."""
+    x = np.linalg.solve(a, b)
+    if (x >= 0).all():
+        return x
+    n = len(b)
+    tol = 1e-12 * max(1.0, float(np.abs(b).max()))
+    # first guess (right in most fits of the traces, one solve): the unknowns that came
+    # out negative are the ones held at zero; accepted when the optimality conditions hold
+    free = x > 0
+    if free.any():
+        s = np.zeros(n)
+        s[free] = np.linalg.solve(a[free][:, free], b[free])
+        if (s[free] > 0).all() and ((b - a @ s)[~free] <= tol).all():
+            return s
+    x = np.zeros(n)
+    free = np.zeros(n, dtype=bool)
+    gradient = b.copy()  # b - a x: the descent direction of the objective
+    for _ in range(3 * n):
+        candidates = np.where(free, -np.inf, gradient)
+        j = int(np.argmax(candidates))
+        if candidates[j] <= tol:
+            break
+        free[j] = True
+        while True:
+            s = np.zeros(n)
+            s[free] = np.linalg.solve(a[free][:, free], b[free])
+            if (s[free] > 0).all():
+                break
+            bad = free & (s <= 0)
+            alpha = np.min(x[bad] / np.maximum(x[bad] - s[bad], 1e-300))
+            x = x + alpha * (s - x)
+            free &= x > tol
+            x[~free] = 0.0
+        x = s
+        gradient = b - a @ x
+    return x
 
 
 class StepCostEstimator:
@@ -131,7 +194,7 @@ class StepCostEstimator:
     def _theta(self, fit: _Fit) -> np.ndarray:
         """Absolute costs (seconds) [base, draft_pass, per_draft_step, per_verify_token].
         Re-solved after every RESOLVE_EVERY observations (and until min_weight is reached),
-        not every step: the scheduler asks every step, a solve costs ~0.2 ms of host time,
+        not every step: the scheduler asks every step, a solve costs 0.3-0.7 ms of host time,
         and the costs move slowly (forgetting factor 0.98, ~50 steps)."""
         if (fit.theta is None or fit.unsolved >= RESOLVE_EVERY
                 or (fit.unsolved and fit.weight < 2 * self.min_weight)):
@@ -153,9 +216,9 @@ class StepCostEstimator:
             xm, ym, wm = xs[mask], ys[mask], w[mask]
             mean_x = (wm @ xm) / wm.sum()
             theta0 = shape * ((wm @ ym) / wm.sum() / float(shape @ mean_x))
-            xtx = (xm * wm[:, None]).T @ xm
-            xty = (xm * (wm * ym)[:, None]).sum(axis=0)
-            return np.linalg.solve(xtx + ridge, xty + ridge @ theta0)
+            xtx = (xm * wm[:, None]).T @ xm + ridge
+            xty = (xm * (wm * ym)[:, None]).sum(axis=0) + ridge @ theta0
+            return nonnegative_solve(xtx, xty)
 
         keep = stall_mask(xs, ys, shape, ridge_fit)
         self.outliers = int((~keep).sum())
