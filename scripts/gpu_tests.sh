@@ -13,10 +13,11 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 part=${1:-all}
 [ $# -gt 0 ] && shift
-ENGINE=(tests/test_engine_greedy.py tests/sampling)
+ENGINE=(tests/test_engine_greedy.py tests/test_engine_greedy_async.py tests/sampling)
 case "$part" in
   engine) targets=("${ENGINE[@]}"); ignore=() ;;
-  rest) targets=(tests); ignore=(--ignore=tests/test_engine_greedy.py --ignore=tests/sampling) ;;
+  rest) targets=(tests); ignore=(--ignore=tests/test_engine_greedy.py
+        --ignore=tests/test_engine_greedy_async.py --ignore=tests/sampling) ;;
   all) targets=(tests); ignore=() ;;
   *) echo "usage: $0 [engine|rest|all] [pytest args]" >&2; exit 2 ;;
 esac
