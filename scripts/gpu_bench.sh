@@ -57,6 +57,7 @@ case "${1:-}" in
       --no-eager --out "$W" 2>&1 | tee "$W/kernel_bench.log"
     OUT="$W" timeout 170 bash scripts/gpu_tests.sh rest -k "attention or model_runner or server" \
       > /dev/null 2>&1
+    pkill -9 -f "[v]llm.entrypoints" || true  # a server the timeout left behind
     pack kernels ;;
   *) echo "usage: $0 async7b|syncs|attn|final|kernels" >&2; exit 2 ;;
 esac

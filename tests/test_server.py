@@ -36,6 +36,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _die_with_parent() -> None:
+    """In the server's process: get SIGKILL when pytest dies. The server runs in its own
+    session (so the fixture can kill its whole group), which a timeout that kills pytest
+    never reaches: on the GPU host such a leftover server held 25 GiB and the next engine
+    could not start (session 7)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6").prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     port = _free_port()
@@ -48,7 +61,8 @@ def server(tmp_path_factory):
         "--num-speculative-tokens", "6"]
     with open(log, "w") as fh:
         proc = subprocess.Popen(cmd, cwd=REPO, env=engine_env(), stdout=fh,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_die_with_parent)
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 600
     try:
