@@ -286,4 +286,5 @@ def test_compile_stalls_do_not_switch_speculation_off(policy, stall_repeats, jit
                                max_tokens=128, stall=stall, stall_repeats=stall_repeats,
                                jitter=jitter))
     assert rates[0] >= 1.25, f"{policy}: {rates[0]:.2f}x plain decoding without stalls"
-    assert rates[1] >= 0.97 * rates[0], f"{policy}: {rates[1]:.2f}x with stalls, {rates[0]:.2f}x without"
+    assert rates[1] >= 0.97 * rates[0], (
+        f"{policy}: {rates[1]:.2f}x with stalls, {rates[0]:.2f}x without")
