@@ -3,25 +3,25 @@
 The scheduler (one process, so every tensor-parallel rank gets the same numbers) times each
 engine step of pure decoding and fits, per batch-size bucket, the wall time
     T ~ a + e * drafted + b * draft_steps + c * verify_tokens
-(a: a plain decode step -- what an off-step costs, since off-steps skip the draft model;
-e: the draft's first pass over the step's new tokens, paid only when it drafts; b: one
-autoregressive draft step of the batch; c: one more verified token) by exponentially weighted
-non-negative least squares over the last WINDOW steps, shrunk toward a prior shape so few or collinear
-samples still give a sane model. One-time stalls (JIT compiles for a new shape, lazily
-captured graphs, GC pauses: 10-100x a step, often several among the first drafting steps at
-a new batch size) are left out at every solve, from the raw steps: a step more than
-OUTLIER_FACTOR times the fastest of its shape, or one of a shape seen at most FEW_STEPS
-times and that far above the model of the others (the H100 traces show a compile stall
-twice for one shape: two 670 ms steps of 4 draft steps among 6 ms plain steps, which as a
-"repeated shape" made one draft step cost 1.6 plain steps until they left the window, and
-speculation stayed off for the whole run). Decided afresh at each solve, a wrong call
+(a: a plain decode step -- what an off-step costs, since off-steps skip the draft model; e:
+the draft's first pass over the step's new tokens, paid only when it drafts; b: one
+autoregressive draft step of the batch; c: one more verified token) by exponentially
+weighted non-negative least squares over the last WINDOW steps, shrunk toward a prior shape
+so few or collinear samples still give a sane model. One-time stalls (JIT compiles for a new
+shape, lazily captured graphs, GC pauses: 10-100x a step, often several among the first
+drafting steps at a new batch size) are left out at every solve, from the raw steps: a step
+more than OUTLIER_FACTOR times the fastest of its shape, or one of a shape seen at most
+FEW_STEPS times and that far above the model of the others (the H100 traces show a compile
+stall twice for one shape: two 670 ms steps of 4 draft steps among 6 ms plain steps, which
+as a "repeated shape" made one draft step cost 1.6 plain steps until they left the window,
+and speculation stayed off for the whole run). Decided afresh at each solve, a wrong call
 cannot stick: an earlier incremental rule (drop a step far above the current model) let a
 fit spoilt by early stalls reject every later off-step as a stall and never recover
 (closed-loop simulation of the 7B-shape pair's costs with compile stalls;
-`benchmarks/e2e/sim_auto_off.py` measures the current rule). With speculation always on, `a` and `e` are not separable: the
-estimator reports how much off-step evidence it holds (`off_weight`) so auto-off can take an
-occasional off-step to measure plain decoding. The policy (in the scheduler too) plans with
-the relative model (a = 1).
+`benchmarks/e2e/sim_auto_off.py` measures the current rule). With speculation always on, `a`
+and `e` are not separable: the estimator reports how much off-step evidence it holds
+(`off_weight`) so auto-off can take an occasional off-step to measure plain decoding. The
+policy (in the scheduler too) plans with the relative model (a = 1).
 """
 
 from __future__ import annotations
