@@ -7,7 +7,7 @@ backend's `forward` and `do_kv_cache_update`, plans, argument lists) by replacin
 Triton kernel's launch with a no-op: what is left for Triton's launch path and the
 kernels themselves. Runs anywhere (CPU tensors); the numbers are this machine's CPU.
 
-    python benchmarks/kernels/bench_launch_host.py [--out benchmarks/results/launch_host_cpu]
+    python benchmarks/kernels/bench_launch_host.py [--out benchmarks/results/launch_host_cpu_after]
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def measure(heads: int, kv_heads: int, head_size: int, query_len: int, batch: in
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="benchmarks/results/launch_host_cpu")
+    ap.add_argument("--out", default="benchmarks/results/launch_host_cpu_after")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--context", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=2000)

@@ -144,6 +144,23 @@ def _fake_vllm_config(num_heads, num_kv_heads):
     )
 
 
+@pytest.mark.cpu
+@pytest.mark.gpu
+def test_cache_views_follow_a_replaced_cache_tensor():
+    """The impl keeps its layer's K/V views between steps; a new cache tensor (vLLM
+    reallocating the KV cache) must get views of its own, never the old storage."""
+    impl = BassAttentionImpl(4, 16, 0.25, 2)
+    first = torch.randn(3, 2, 16, 32)
+    k1, v1 = impl._split_cache(first)
+    assert impl._split_cache(first)[0] is k1  # made once
+    assert torch.equal(k1, first.transpose(1, 2)[..., :16])
+    assert torch.equal(v1, first.transpose(1, 2)[..., 16:])
+    second = torch.randn(5, 2, 16, 32)
+    k2, v2 = impl._split_cache(second)
+    assert k2.data_ptr() == second.data_ptr() and k2.shape == (5, 16, 2, 16)
+    assert torch.equal(v2, second.transpose(1, 2)[..., 16:])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("strategy", ["pad", "split"])

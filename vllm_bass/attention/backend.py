@@ -71,11 +71,18 @@ def default_backend_unsupported(model_config, kv_cache_dtype: str = "auto") -> s
     return None
 
 
-def _kernels():
-    """Import the Triton ops on first use."""
-    from vllm_bass.kernels import paged_attention, reshape_and_cache
+_ops: tuple | None = None
 
-    return paged_attention, reshape_and_cache
+
+def _kernels():
+    """Import the Triton ops on first use (then from a module global: every layer of every
+    step calls this, and an import statement costs a few microseconds each time)."""
+    global _ops
+    if _ops is None:
+        from vllm_bass.kernels import paged_attention, reshape_and_cache
+
+        _ops = (paged_attention, reshape_and_cache)
+    return _ops
 
 
 @dataclass
@@ -340,11 +347,17 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
         self.kv_cache_dtype = kv_cache_dtype
         self.attn_type = attn_type
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
+        self._cache_views: tuple | None = None  # (kv_cache, key view, value view)
 
     def _split_cache(self, kv_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        # logical (B, H, N, 2*hs) -> K, V views (B, N, H, hs), physical strides kept
-        key_cache, value_cache = kv_cache.transpose(1, 2).split(self.head_size, dim=-1)
-        return key_cache, value_cache
+        """logical (B, H, N, 2*hs) -> K, V views (B, N, H, hs), physical strides kept.
+        A layer's cache tensor stays the same from step to step: its views are made once
+        (host time of eager layers, as in the drafter's steps), again if it is replaced."""
+        views = self._cache_views
+        if views is None or views[0] is not kv_cache:
+            key_cache, value_cache = kv_cache.transpose(1, 2).split(self.head_size, dim=-1)
+            views = self._cache_views = (kv_cache, key_cache, value_cache)
+        return views[1], views[2]
 
     def forward(
         self,

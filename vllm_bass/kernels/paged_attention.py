@@ -27,9 +27,13 @@ import functools
 from dataclasses import dataclass
 
 import torch
-import triton
 
-from vllm_bass.kernels.paged_attention_common import AttnTiles, paged_attention_ref, pick_tiles
+from vllm_bass.kernels.paged_attention_common import (
+    AttnTiles,
+    cdiv,
+    paged_attention_ref,
+    pick_tiles,
+)
 from vllm_bass.kernels.paged_attention_pad import paged_attention_pad
 from vllm_bass.kernels.paged_attention_split import (
     MAX_SPLITS,
@@ -90,7 +94,7 @@ def choose_plan(
     choice."""
     assert strategy in ("auto", "pad", "split"), strategy
     tiles = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len, elem_size)
-    q_tiles = triton.cdiv(max(1, max_query_len), tiles.q_per_tile)
+    q_tiles = cdiv(max(1, max_query_len), tiles.q_per_tile)
     programs = batch * num_kv_heads * q_tiles
     if strategy == "auto":
         if programs >= PAD_PROGRAMS_PER_SM * sms:
@@ -101,8 +105,8 @@ def choose_plan(
     if strategy == "pad":
         return AttnPlan("pad", 1, wide, any_batch)
     splits = min(
-        triton.cdiv(int(SPLIT_PROGRAMS_PER_SM * sms), max(1, programs)),
-        triton.cdiv(max(1, max_seq_len), MIN_SPLIT_TOKENS),
+        cdiv(int(SPLIT_PROGRAMS_PER_SM * sms), max(1, programs)),
+        cdiv(max(1, max_seq_len), MIN_SPLIT_TOKENS),
         MAX_SPLITS,
     )
     if strategy == "auto" and splits <= 1:

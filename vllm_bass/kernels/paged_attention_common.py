@@ -209,8 +209,14 @@ class AttnTiles:
     head_fastest: bool = True
 
 
-def _next_pow2(x: int) -> int:
-    return 1 << max(0, math.ceil(math.log2(max(1, x))))
+def next_pow2(x: int) -> int:
+    """Host-side: triton.next_power_of_2 and triton.cdiv go through Triton's jit-function
+    call path (several microseconds each, several calls a layer in eager steps)."""
+    return 1 << max(0, (max(1, x) - 1).bit_length())
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 SMEM_BUDGET = 200 * 1024  # bytes of K/V pipeline stages per program (Hopper: 227 KB max)
@@ -232,9 +238,9 @@ def pick_tiles(
     otherwise 64 keys and 4 warps (two programs per SM). Stages, then the key
     block, shrink until the K/V stages fit ``SMEM_BUDGET``."""
     group = num_heads // num_kv_heads
-    block_m = max(16, _next_pow2(group * max(1, max_query_len)))
-    block_m = min(block_m, max(64, _next_pow2(group)))
-    block_d = max(16, _next_pow2(head_size))
+    block_m = max(16, next_pow2(group * max(1, max_query_len)))
+    block_m = min(block_m, max(64, next_pow2(group)))
+    block_d = max(16, next_pow2(head_size))
     block_n, num_warps, num_stages = (128, 8, 3) if wide else (64, 4, 3)
     if block_m * block_d > 64 * 128:
         num_warps = 8

@@ -19,6 +19,7 @@ import triton.language as tl
 from vllm_bass.kernels.paged_attention_common import (
     AttnTiles,
     attend_kv_range,
+    cdiv,
     check_inputs,
     launch_args,
     load_query_tile,
@@ -129,7 +130,7 @@ def paged_attention_pad(
     group = num_heads // num_kv_heads
     if check:
         assert tiles.block_m >= group and tiles.q_per_tile == tiles.block_m // group
-    num_q_tiles = triton.cdiv(max_query_len, tiles.q_per_tile)
+    num_q_tiles = cdiv(max_query_len, tiles.q_per_tile)
     grid = (num_seq_tiles(num_tokens, batch, num_q_tiles, tiles.q_per_tile, any_batch),
             num_kv_heads)
     if tiles.head_fastest:

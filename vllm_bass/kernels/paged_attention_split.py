@@ -22,9 +22,11 @@ import triton.language as tl
 from vllm_bass.kernels.paged_attention_common import (
     AttnTiles,
     attend_kv_range,
+    cdiv,
     check_inputs,
     launch_args,
     load_query_tile,
+    next_pow2,
     paged_attention_ref,
     num_seq_tiles,
     pick_tiles,
@@ -169,8 +171,8 @@ def _split_reduce_kernel(
 def split_geometry(max_seq_len: int, num_splits: int, block_n: int) -> tuple[int, int]:
     """(split_len, launched splits) of the longest sequence: equal splits, each a
     multiple of the key block, so the launched count may be lower than asked."""
-    split_len = triton.cdiv(triton.cdiv(max(1, max_seq_len), num_splits), block_n) * block_n
-    return split_len, triton.cdiv(max(1, max_seq_len), split_len)
+    split_len = cdiv(cdiv(max(1, max_seq_len), num_splits), block_n) * block_n
+    return split_len, cdiv(max(1, max_seq_len), split_len)
 
 
 def split_workspace_numel(num_tokens: int, num_heads: int, num_splits: int, block_d: int) -> int:
@@ -214,7 +216,7 @@ def paged_attention_split(
         tiles = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len)
     group = num_heads // num_kv_heads
     _, num_splits = split_geometry(max_seq_len, num_splits, tiles.block_n)
-    num_q_tiles = triton.cdiv(max_query_len, tiles.q_per_tile)
+    num_q_tiles = cdiv(max_query_len, tiles.q_per_tile)
     ml_plane = num_tokens * num_heads * num_splits
     ml_base = ml_plane * tiles.block_d
     if workspace is None:
@@ -236,7 +238,7 @@ def paged_attention_split(
         workspace, out, cu_seqlens_q,
         out.stride(0), out.stride(1), batch, num_heads, num_splits, ml_base, ml_plane,
         HEAD_SIZE=head_size, BLOCK_D=tiles.block_d,
-        SPLITS_PAD=max(2, triton.next_power_of_2(num_splits)),
+        SPLITS_PAD=max(2, next_pow2(num_splits)),
         num_warps=2,
     )
     return out

@@ -13,6 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
+from vllm_bass.kernels.paged_attention_common import cdiv, next_pow2
+
 
 @triton.jit
 def _reshape_and_cache_kernel(
@@ -77,9 +79,9 @@ def reshape_and_cache(
     assert k_cache.dtype == v_cache.dtype and key.dtype == value.dtype
     if num_tokens == 0:
         return
-    block_d = triton.next_power_of_2(head_size)
-    block_h = max(1, min(triton.next_power_of_2(num_kv_heads), 4096 // block_d))
-    grid = (num_tokens, triton.cdiv(num_kv_heads, block_h))
+    block_d = next_pow2(head_size)
+    block_h = max(1, min(next_pow2(num_kv_heads), 4096 // block_d))
+    grid = (num_tokens, cdiv(num_kv_heads, block_h))
     _reshape_and_cache_kernel[grid](
         key, value, k_cache, v_cache, slot_mapping,
         key.stride(0), key.stride(1), value.stride(0), value.stride(1),
