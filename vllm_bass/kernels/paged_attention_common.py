@@ -23,7 +23,6 @@ sees keys 0..that position (causal within the new tokens).
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 
