@@ -114,6 +114,13 @@ def stall_mask(xs: np.ndarray, ys: np.ndarray, prior_shape: np.ndarray, ridge_fi
     return keep
 
 
+def _solve_on(a: np.ndarray, b: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """The unconstrained optimum over the `free` unknowns, the others held at zero."""
+    x = np.zeros(len(b))
+    x[free] = np.linalg.solve(a[free][:, free], b[free])
+    return x
+
+
 def nonnegative_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """argmin of x'ax - 2b'x over x >= 0 (a positive definite), by Lawson and Hanson's
     active set on the normal equations. Every cost is non-negative, and an unconstrained
@@ -130,8 +137,7 @@ def nonnegative_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # out negative are the ones held at zero; accepted when the optimality conditions hold
     free = x > 0
     if free.any():
-        s = np.zeros(n)
-        s[free] = np.linalg.solve(a[free][:, free], b[free])
+        s = _solve_on(a, b, free)
         if (s[free] > 0).all() and ((b - a @ s)[~free] <= tol).all():
             return s
     x = np.zeros(n)
@@ -144,8 +150,7 @@ def nonnegative_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             break
         free[j] = True
         while True:
-            s = np.zeros(n)
-            s[free] = np.linalg.solve(a[free][:, free], b[free])
+            s = _solve_on(a, b, free)
             if (s[free] > 0).all():
                 break
             bad = free & (s <= 0)
@@ -194,7 +199,8 @@ class StepCostEstimator:
     def _theta(self, fit: _Fit) -> np.ndarray:
         """Absolute costs (seconds) [base, draft_pass, per_draft_step, per_verify_token].
         Re-solved after every RESOLVE_EVERY observations (and until min_weight is reached),
-        not every step: the scheduler asks every step, a solve costs 0.3-0.7 ms of host time,
+        not every step: the scheduler asks every step, a solve costs ~1 ms of host time on a
+        2-core CPU (benchmarks/results/replay_cost_fit_new.md),
         and the costs move slowly (forgetting factor 0.98, ~50 steps)."""
         if (fit.theta is None or fit.unsolved >= RESOLVE_EVERY
                 or (fit.unsolved and fit.weight < 2 * self.min_weight)):
