@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
-# On the GPU host, after `source .gpubundle/setup.sh`: the measurements still owed, each part
+# On the GPU host, after `source .gpubundle/setup.sh`: session 7's measurements, each part
 # sized for one 600 s device call (set-up included). Results and logs under $OUT, packed so
 # that what comes back stays under the device tool's 8-file limit.
 #   bash scripts/gpu_bench.sh async7b   # 7B shape: plain vs bass sync vs bass/per_request async
-#   bash scripts/gpu_bench.sh syncs     # where async BASS steps wait for the GPU (sync debug),
-#                                       # then our attention (full graphs for any batch) end to end
 #   bash scripts/gpu_bench.sh attn      # session 7: where async off-steps wait (sync debug,
 #                                       # batch 32), then our attention vs FA3 end to end under
 #                                       # per_request + async and plain decoding, with traces
@@ -30,12 +28,6 @@ case "${1:-}" in
     bench 480 --pair llama7b --configs plain,bass,bass_async,per_request_async \
       --out "$W/e2e_llama7b_async" 2>&1 | tee "$W/async7b.log"
     pack async7b ;;
-  syncs)
-    bench 170 --pair llama7b --configs bass_async --batch-sizes 8,32 --max-tokens 64 \
-      --sync-debug-dir "$W" --out "$W/syncs7b" 2>&1 | tee "$W/syncs.log"
-    bench 300 --pair llama7b --configs bass,bass_bass_attn \
-      --out "$W/e2e_llama7b_bass_attn_any_batch" 2>&1 | tee "$W/attn.log"
-    pack syncs ;;
   attn)
     bench 120 --pair llama7b --configs bass_async --batch-sizes 32 --max-tokens 64 \
       --sync-debug-dir "$W" --out "$W/syncs7b" 2>&1 | tee "$W/syncs.log"
@@ -59,5 +51,5 @@ case "${1:-}" in
       > /dev/null 2>&1
     pkill -9 -f "[v]llm.entrypoints" || true  # a server the timeout left behind
     pack kernels ;;
-  *) echo "usage: $0 async7b|syncs|attn|final|kernels" >&2; exit 2 ;;
+  *) echo "usage: $0 async7b|attn|final|kernels" >&2; exit 2 ;;
 esac
