@@ -37,16 +37,16 @@ from tests.prompts import PROMPTS  # noqa: E402
 # name: (speculative config or None, engine overrides). `*_bass_attn`: our Triton attention
 # (CUSTOM backend) for target and draft (the option attention="bass"); else vLLM's choice.
 CUSTOM_ATTN = {"attention_config": {"backend": "CUSTOM"}}
+PER_REQUEST = {"method": "bass", "draft_length_policy": "per_request", "num_speculative_tokens": 16}
+ASYNC = {"async_scheduling": True}
 CONFIGS = {
     "plain": (None, {}),
     "fixed": ({"method": "bass", "draft_length_policy": "fixed", "num_speculative_tokens": 5}, {}),
     "bass": ({"method": "bass", "draft_length_policy": "bass"}, {}),
-    "per_request": ({"method": "bass", "draft_length_policy": "per_request",
-                     "num_speculative_tokens": 16}, {}),
+    "per_request": (PER_REQUEST, {}),
     # BASS under vLLM's async scheduling (opt-in: --async-scheduling)
-    "bass_async": ({"method": "bass", "draft_length_policy": "bass"}, {"async_scheduling": True}),
-    "per_request_async": ({"method": "bass", "draft_length_policy": "per_request",
-                           "num_speculative_tokens": 16}, {"async_scheduling": True}),
+    "bass_async": ({"method": "bass", "draft_length_policy": "bass"}, ASYNC),
+    "per_request_async": (PER_REQUEST, ASYNC),
     "plain_sync": (None, {"async_scheduling": False}),
     # vLLM's own draft-model speculation with the same K as `fixed`
     "vllm_draft_model": ({"method": "draft_model", "num_speculative_tokens": 5}, {}),
@@ -57,12 +57,8 @@ CONFIGS = {
     "plain_triton_attn": (None, CUSTOM_ATTN),
     "bass_bass_attn": ({"method": "bass", "draft_length_policy": "bass", "attention": "bass"},
                        {}),
-    "per_request_async_bass_attn": ({"method": "bass", "draft_length_policy": "per_request",
-                                     "num_speculative_tokens": 16, "attention": "bass"},
-                                    {"async_scheduling": True}),
-    "per_request_async_target_attn": ({"method": "bass", "draft_length_policy": "per_request",
-                                       "num_speculative_tokens": 16, "attention": "target"},
-                                      {"async_scheduling": True}),
+    "per_request_async_bass_attn": ({**PER_REQUEST, "attention": "bass"}, ASYNC),
+    "per_request_async_target_attn": ({**PER_REQUEST, "attention": "target"}, ASYNC),
     "fixed_bass_attn": ({"method": "bass", "draft_length_policy": "fixed",
                          "num_speculative_tokens": 5, "attention": "bass"}, {}),
     # every batch (ragged verification included) under full CUDA graphs: FA3 declares
