@@ -71,6 +71,10 @@ class BassConfig:
     # attention backend supports full graphs for any batch (FA3); vLLM's default runs them
     # piecewise, host-bound on a 7B shape (model_runner). False keeps vLLM's choice.
     full_graph_verification: bool = True
+    # The drafter's one-token steps as full CUDA graphs, one per captured batch size
+    # (proposer/draft_graphs.py); vLLM runs them piecewise with attention eager, which
+    # made a draft step host-bound. False keeps vLLM's draft loop.
+    full_graph_drafting: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -110,7 +114,8 @@ class BassConfig:
             raise bad("acceptance_mode", f"one of {ACCEPTANCE_MODES}", self.acceptance_mode)
         if self.attention not in ATTENTION_CHOICES:
             raise bad("attention", f"one of {ATTENTION_CHOICES}", self.attention)
-        for name in ("auto_off", "check_tokenizer", "full_graph_verification"):
+        for name in ("auto_off", "check_tokenizer", "full_graph_verification",
+                     "full_graph_drafting"):
             if not isinstance(getattr(self, name), bool):
                 raise bad(name, "true or false", getattr(self, name))
         if not 0.0 < float(self.acceptance_ema) <= 1.0:

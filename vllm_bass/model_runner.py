@@ -44,6 +44,7 @@ OVERRIDDEN_RUNNER_METHODS = {
         "(self, scheduler_output: 'SchedulerOutput', sampled_token_ids: torch.Tensor | list[list[int]], sampling_metadata: vllm.v1.sample.metadata.SamplingMetadata, hidden_states: torch.Tensor, sample_hidden_states: torch.Tensor, aux_hidden_states: list[torch.Tensor] | None, spec_decode_metadata: vllm.v1.spec_decode.metadata.SpecDecodeMetadata | None, common_attn_metadata: vllm.v1.attention.backend.CommonAttentionMetadata, slot_mappings: dict[str, torch.Tensor] | list[dict[str, torch.Tensor]] | None) -> list[list[int]] | torch.Tensor",
     "_sample":
         "(self, logits: torch.Tensor | None, spec_decode_metadata: vllm.v1.spec_decode.metadata.SpecDecodeMetadata | None) -> vllm.v1.outputs.SamplerOutput",
+    "capture_model": "(self) -> int",
 }
 
 # Most positions one request may owe the draft before the runner stops skipping its pass
@@ -80,7 +81,7 @@ class BassModelRunnerMixin:
             from vllm_bass.proposer.draft_model import install_bass_drafter
             from vllm_bass.proposer.draft_sync import SkippedTokens
 
-            install_bass_drafter(self.drafter)
+            install_bass_drafter(self.drafter, bass_config.full_graph_drafting)
             # async scheduling only (sync catches up from the host token buffer); slots for
             # every live request, twice over (finished ones are freed a step late)
             self._bass_skipped = SkippedTokens(
@@ -116,6 +117,15 @@ class BassModelRunnerMixin:
         finally:
             dispatcher.capturing = None
             capturing_uniform_batch.reset(uniform)
+
+    def capture_model(self) -> int:
+        """vLLM's graphs, then the drafter's one-token steps (`draft_graphs`) for every
+        captured size up to the most requests a step holds."""
+        size = super().capture_model()
+        steps = getattr(getattr(self, "drafter", None), "bass_step_graphs", None)
+        if steps is not None and steps.use_graphs:
+            steps.capture(list(self.compilation_config.cudagraph_capture_sizes or ()))
+        return size
 
     def execute_model(self, scheduler_output, *args, **kwargs):
         if self._bass_sync_debug is not None:

@@ -7,7 +7,10 @@ whole; we only replace how it turns draft logits into (token, q):
   * requests with a seed draw their draft tokens from their own torch.Generator (vLLM 0.27.1
     ignores seeds here), so a seeded request is reproducible end to end;
   * after off-steps that skipped the draft, the first pass is extended to catch the draft's
-    KV up (`draft_sync`).
+    KV up (`draft_sync`);
+  * the one-token steps after the first pass run as full CUDA graphs (`draft_graphs`):
+    vLLM's loop runs them piecewise, with attention, KV writes and metadata on the host
+    every step, which made a draft step host-bound.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import torch
 from vllm.v1.spec_decode.draft_model import DraftModelProposer
 
+from vllm_bass.proposer.draft_graphs import DraftStepGraphs
 from vllm_bass.proposer.draft_sync import CatchUp, DraftKVDebt, apply_catch_up
 from vllm_bass.sampling.rejection import _SAMPLING_EPS
 
@@ -46,6 +50,27 @@ def sample_draft(logits: torch.Tensor, sampling_metadata) -> tuple[torch.Tensor,
 class BassDraftModelProposer(DraftModelProposer):
     bass_kv_debt: DraftKVDebt
     bass_catch_up: CatchUp | None = None  # set by the runner for the next propose() only
+    bass_step_graphs: DraftStepGraphs | None = None  # None: vLLM's own draft loop
+    _bass_first_pass: tuple | None = None  # what set_inputs_first_pass returned last
+
+    def bass_can_use_step_graphs(self) -> bool:
+        """Our draft loop covers the plain draft-model chain: one token per request and
+        step, 1-D positions, token inputs only, greedy argmax over the full vocabulary,
+        no expert load balancing and no data parallelism (vLLM's loop pads across DP
+        ranks)."""
+        return bool(
+            self.method == "draft_model" and self.needs_extra_input_slots
+            and not self.pass_hidden_states_to_model and not self.parallel_drafting
+            and not self.supports_mm_inputs and not self.use_heterogeneous_vocab
+            and not self.use_local_argmax_reduction and not self.constant_draft_positions
+            and not self.uses_mrope and not self.uses_xdrope_dim
+            and self.eplb_state is None
+            and self.vllm_config.parallel_config.data_parallel_size == 1)
+
+    def set_inputs_first_pass(self, *args, **kwargs):
+        out = super().set_inputs_first_pass(*args, **kwargs)
+        self._bass_first_pass = out  # (num_tokens, token_indices_to_sample, metadata)
+        return out
 
     def bass_can_catch_up(self) -> bool:
         """Catch-up rewrites the first pass's inputs: only for 1-D positions, no hidden
@@ -72,6 +97,15 @@ class BassDraftModelProposer(DraftModelProposer):
             target_token_ids, target_positions, common_attn_metadata = apply_catch_up(
                 catch_up, target_token_ids, target_positions, common_attn_metadata,
                 self.block_size)
+        steps = self.bass_step_graphs
+        batch = common_attn_metadata.batch_size()
+        if (steps is not None and num_speculative_tokens > 1
+                and steps.padded_rows(batch) is not None):
+            return self._bass_propose_with_step_graphs(
+                steps, num_speculative_tokens, target_token_ids, target_positions,
+                target_hidden_states, next_token_ids, token_indices_to_sample,
+                common_attn_metadata, sampling_metadata, mm_embed_inputs,
+                num_rejected_tokens_gpu, slot_mappings)
         return super().propose(
             num_speculative_tokens=num_speculative_tokens, target_token_ids=target_token_ids,
             target_positions=target_positions, target_hidden_states=target_hidden_states,
@@ -79,6 +113,49 @@ class BassDraftModelProposer(DraftModelProposer):
             common_attn_metadata=common_attn_metadata, sampling_metadata=sampling_metadata,
             mm_embed_inputs=mm_embed_inputs, num_rejected_tokens_gpu=num_rejected_tokens_gpu,
             slot_mappings=slot_mappings)
+
+    def _bass_propose_with_step_graphs(self, steps, num_speculative_tokens, target_token_ids,
+                                       target_positions, target_hidden_states,
+                                       next_token_ids, token_indices_to_sample,
+                                       common_attn_metadata, sampling_metadata,
+                                       mm_embed_inputs, num_rejected_tokens_gpu,
+                                       slot_mappings) -> torch.Tensor:
+        """vLLM's first pass (one draft token), then the remaining tokens one graph replay
+        each. Same tokens and q as vLLM's loop: the same forward over the same inputs,
+        argmax for greedy batches, the draft sampler on the step's logits otherwise."""
+        batch = common_attn_metadata.batch_size()
+        self._bass_first_pass = None
+        first = super().propose(
+            num_speculative_tokens=1, target_token_ids=target_token_ids,
+            target_positions=target_positions, target_hidden_states=target_hidden_states,
+            next_token_ids=next_token_ids, token_indices_to_sample=token_indices_to_sample,
+            common_attn_metadata=common_attn_metadata, sampling_metadata=sampling_metadata,
+            mm_embed_inputs=mm_embed_inputs, num_rejected_tokens_gpu=num_rejected_tokens_gpu,
+            slot_mappings=slot_mappings)
+        self.num_speculative_tokens = num_speculative_tokens
+        _, sampled_at, cad = self._bass_first_pass
+        self._bass_first_pass = None
+        seq_lens = cad.seq_lens
+        if num_rejected_tokens_gpu is not None:
+            seq_lens = seq_lens - num_rejected_tokens_gpu  # as vLLM's loop (padded batch)
+        first_tokens = first[:, 0]
+        rows = steps.load(batch, self.positions[sampled_at], seq_lens,
+                          cad.block_table_tensor, first_tokens, cad.max_seq_len)
+        tokens = [first_tokens]
+        first_q = self._last_draft_probs
+        probs = None if first_q is None else [first_q[:, 0]]
+        for _ in range(num_speculative_tokens - 1):
+            logits, greedy = steps.step(rows)
+            if probs is None:
+                tokens.append(greedy[:batch].clone())
+            else:
+                sampled, q = self._sample_from_logits(logits[:batch], sampling_metadata)
+                steps.set_inputs(sampled)
+                tokens.append(sampled)
+                probs.append(q)
+        if probs is not None:
+            self._last_draft_probs = torch.stack(probs, dim=1).contiguous()
+        return torch.stack(tokens, dim=1)
 
     def _sample_from_logits(self, logits, sampling_metadata):
         if not self._enable_probabilistic_draft_probs or sampling_metadata.all_greedy:
@@ -89,8 +166,22 @@ class BassDraftModelProposer(DraftModelProposer):
         return sample_draft(logits, sampling_metadata)
 
 
-def install_bass_drafter(drafter) -> None:
+def install_bass_drafter(drafter, step_graphs: bool = True) -> None:
+    """`step_graphs`: run the one-token draft steps through `DraftStepGraphs` (captured
+    as CUDA graphs when the engine captures graphs, eagerly otherwise)."""
     if isinstance(drafter, DraftModelProposer) and not isinstance(drafter, BassDraftModelProposer):
         drafter.__class__ = BassDraftModelProposer
         drafter.bass_kv_debt = DraftKVDebt()
         drafter.bass_catch_up = None
+        drafter.bass_step_graphs = None
+        if step_graphs and drafter.bass_can_use_step_graphs():
+            drafter.bass_step_graphs = DraftStepGraphs(drafter, use_graphs=_graphs_on(drafter))
+
+
+def _graphs_on(drafter) -> bool:
+    from vllm.config import CUDAGraphMode
+
+    return (str(drafter.device).startswith("cuda")
+            and drafter.vllm_config.compilation_config.cudagraph_mode != CUDAGraphMode.NONE
+            and not drafter.speculative_config.enforce_eager
+            and not drafter.vllm_config.model_config.enforce_eager)

@@ -1,0 +1,206 @@
+"""The drafter's one-token steps as full CUDA graphs.
+
+vLLM 0.27.1's draft-model drafter runs each one-token draft step under piecewise CUDA
+graphs: attention and the KV-cache write of every layer run eagerly between the graph
+pieces, the attention metadata is rebuilt on the host every step, and the position /
+slot update is a separate launch. At the batch sizes speculation is for, a draft step is
+then bound by host work (~0.5 ms for a 4-layer draft on an H100, session traces), several
+times the draft's own GPU time, and the draft length that pays stays short.
+
+Here one graph per padded batch size holds the whole step: the position, KV-slot and
+seq_len update (`kernels.draft_step_update`, which reads the real batch size from device
+memory so one graph serves every batch up to its size), the draft model's forward with
+attention metadata built once, at capture, over persistent buffers, its logits, and the
+greedy token written back as the next step's input. A step is then one graph replay plus
+one copy of its tokens (and, for sampled requests, the draft sampler on the logits, run
+eagerly so per-request generators and exact q stay as they are).
+
+Padding rows (between the real batch and the graph's size) have seq_len 0, slot -1 (no KV
+write) and are never read back. The metadata is captured with max_seq_len =
+max_model_len (a bound, as the kernels take it; the lengths themselves are read from
+`seq_lens` on the device). Where graphs are not available (CPU, eager mode) the same step
+runs eagerly over the same buffers, so CPU CI exercises this path's bookkeeping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import numpy as np
+import torch
+
+logger = logging.getLogger("vllm.bass")
+
+
+class DraftStepGraphs:
+    """Persistent inputs and captured graphs of the drafter's one-token step."""
+
+    def __init__(self, drafter, use_graphs: bool):
+        self.drafter = drafter
+        self.use_graphs = use_graphs
+        device = drafter.device
+        rows = drafter.max_batch_size
+        self.max_rows = rows
+        self.seq_lens = torch.zeros(rows, dtype=torch.int32, device=device)
+        self.num_reqs = torch.zeros(1, dtype=torch.int32, device=device)
+        self.tokens = torch.zeros(rows, dtype=torch.int64, device=device)
+        self.logits: torch.Tensor | None = None  # [rows, vocab], written by every step
+        self.block_table: torch.Tensor | None = None  # allocated with the block size
+        self.query_start_loc_cpu = torch.from_numpy(np.arange(rows + 1, dtype=np.int32))
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.max_seq_len = 0  # eager steps: the batch's longest sequence (host side)
+        from vllm_bass.kernels import draft_step_update as op
+
+        self._update = op.draft_step_update if use_graphs else op.draft_step_update_ref
+
+    # -- sizes ----------------------------------------------------------------------------
+    def padded_rows(self, num_reqs: int) -> int | None:
+        """The smallest captured size that holds `num_reqs` (eager: `num_reqs` itself);
+        None when no graph is that large."""
+        if not self.use_graphs:
+            return num_reqs if num_reqs <= self.max_rows else None
+        for size in sorted(self.graphs):
+            if size >= num_reqs:
+                return size
+        return None
+
+    def _ensure_block_table(self, width: int) -> None:
+        if self.block_table is None:
+            d = self.drafter
+            needed = -(-d.max_model_len // d.block_size)
+            self.block_table = torch.zeros((self.max_rows, max(needed, width)),
+                                           dtype=torch.int32, device=d.device)
+
+    # -- per drafting step ------------------------------------------------------------------
+    def load(self, num_reqs: int, positions: torch.Tensor, seq_lens: torch.Tensor,
+             block_table: torch.Tensor, first_tokens: torch.Tensor, max_seq_len: int) -> int:
+        """Copy the state after the drafter's first pass into the persistent buffers:
+        `positions` are those of the tokens just sampled, `seq_lens` count them as
+        not yet in the draft's KV. Returns the rows a step runs over."""
+        d = self.drafter
+        rows = self.padded_rows(num_reqs)
+        assert rows is not None
+        self._ensure_block_table(block_table.shape[1])
+        width = min(block_table.shape[1], self.block_table.shape[1])
+        self.block_table[:num_reqs, :width].copy_(block_table[:num_reqs, :width],
+                                                  non_blocking=True)
+        self.seq_lens[:num_reqs].copy_(seq_lens[:num_reqs], non_blocking=True)
+        if rows > num_reqs:
+            self.seq_lens[num_reqs:rows].zero_()
+            self.block_table[num_reqs:rows].zero_()
+            d.positions[num_reqs:rows].zero_()
+        d.positions[:num_reqs].copy_(positions[:num_reqs], non_blocking=True)
+        d.input_ids[:num_reqs].copy_(first_tokens[:num_reqs], non_blocking=True)
+        self.num_reqs.fill_(num_reqs)
+        self.max_seq_len = max_seq_len
+        return rows
+
+    def step(self, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """One draft step over `rows`: returns (logits [rows, V], greedy tokens [rows]);
+        the greedy tokens are already the next step's input (sampled requests overwrite
+        theirs, see `set_inputs`)."""
+        graph = self.graphs.get(rows) if self.use_graphs else None
+        if graph is not None:
+            graph.replay()
+        else:
+            self.max_seq_len = min(self.max_seq_len + 1, self.drafter.max_model_len)
+            self._forward(rows, self.max_seq_len)
+        return self.logits[:rows], self.tokens[:rows]
+
+    def set_inputs(self, tokens: torch.Tensor) -> None:
+        self.drafter.input_ids[:tokens.shape[0]].copy_(tokens)
+
+    # -- the step itself --------------------------------------------------------------------
+    def _common_metadata(self, rows: int, max_seq_len: int):
+        from vllm.v1.attention.backend import CommonAttentionMetadata
+
+        d = self.drafter
+        return CommonAttentionMetadata(
+            query_start_loc=d.arange[:rows + 1],
+            query_start_loc_cpu=self.query_start_loc_cpu[:rows + 1],
+            seq_lens=self.seq_lens[:rows],
+            num_reqs=rows,
+            num_actual_tokens=rows,
+            max_query_len=1,
+            max_seq_len=max_seq_len,
+            block_table_tensor=self.block_table[:rows],
+            slot_mapping=d._slot_mapping_buffer[:rows],
+            causal=True,
+        )
+
+    def _forward(self, rows: int, max_seq_len: int) -> None:
+        from vllm.config import CUDAGraphMode
+        from vllm.forward_context import set_forward_context
+
+        d = self.drafter
+        self._update(d.positions[:rows], self.block_table, self.seq_lens[:rows],
+                     d._slot_mapping_buffer[:rows], self.num_reqs, d.block_size,
+                     d.max_model_len)
+        _, per_layer = d.build_per_group_and_layer_attn_metadata(
+            self._common_metadata(rows, max_seq_len), draft_index=1)
+        slots = d._slot_mapping_buffer[:rows]
+        with set_forward_context(per_layer, d.vllm_config, num_tokens=rows,
+                                 cudagraph_runtime_mode=CUDAGraphMode.NONE,
+                                 slot_mapping={n: slots for n in d._draft_attn_layer_names}):
+            hidden = d.model(input_ids=d.input_ids[:rows], positions=d.positions[:rows],
+                             inputs_embeds=None)
+        logits = d.model.compute_logits(hidden)
+        if self.logits is None:
+            self.logits = torch.empty((self.max_rows, logits.shape[-1]), dtype=logits.dtype,
+                                      device=logits.device)
+        self.logits[:rows].copy_(logits)
+        torch.argmax(logits, dim=-1, out=self.tokens[:rows])
+        d.input_ids[:rows].copy_(self.tokens[:rows])
+
+    # -- capture --------------------------------------------------------------------------
+    def capture(self, sizes: list[int]) -> None:
+        """One graph per size, largest first (the smaller ones reuse its memory pool)."""
+        from vllm.distributed.parallel_state import graph_capture
+
+        d = self.drafter
+        self._ensure_block_table(0)
+        sizes = sorted({s for s in sizes if 0 < s <= self.max_rows}, reverse=True)
+        if not sizes:
+            return
+        from vllm.platforms import current_platform
+
+        from vllm_bass.attention import capturing_uniform_batch
+
+        pool = current_platform.get_global_graph_pool()  # shared with vLLM's graphs
+
+        uniform = capturing_uniform_batch.set(True)  # our backend: plan for these rows
+        try:
+            with graph_capture(device=d.device), _no_gc():
+                for rows in sizes:
+                    self.num_reqs.fill_(rows)
+                    self.seq_lens[:rows].fill_(1)
+                    d.positions[:rows].zero_()
+                    d.input_ids[:rows].zero_()
+                    self._forward(rows, d.max_model_len)  # warm-up (compiles, allocates)
+                    torch.cuda.synchronize()
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph, pool=pool,
+                                          stream=torch.cuda.current_stream()):
+                        self._forward(rows, d.max_model_len)
+                    self.graphs[rows] = graph
+                torch.cuda.synchronize()
+        finally:
+            capturing_uniform_batch.reset(uniform)
+            self.seq_lens.zero_()
+            self.num_reqs.zero_()
+        logger.info("vllm-bass: captured full CUDA graphs of the draft step for batch sizes "
+                    "%s", sorted(self.graphs))
+
+
+@contextlib.contextmanager
+def _no_gc():
+    import gc
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
