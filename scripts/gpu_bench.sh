@@ -9,6 +9,9 @@
 #   bash scripts/gpu_bench.sh final     # session 7, ~4 min: per_request + async with the
 #                                       # stall-robust non-negative cost fit, FA3 vs our
 #                                       # attention for the target only (attention: target)
+#   bash scripts/gpu_bench.sh draftgraphs  # session 8: BASS with and without the drafter's
+#                                       # step graphs vs vLLM K=5 (one setting), their tests
+#   VS_ARGS="--systems ..." bash scripts/gpu_bench.sh vs_vllm  # a slice of issue 13's matrix
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
 #                                       # the any-batch grid vs the direct grid),
 #                                       # then the engine tests outside the engine part
@@ -51,5 +54,16 @@ case "${1:-}" in
       > /dev/null 2>&1
     pkill -9 -f "[v]llm.entrypoints" || true  # a server the timeout left behind
     pack kernels ;;
-  *) echo "usage: $0 async7b|attn|final|kernels" >&2; exit 2 ;;
+  draftgraphs)  # session 8: the drafter's one-token steps as full CUDA graphs
+    timeout 330 python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_vllm_smoke" \
+      --systems bass_default,bass_vllm_draft_loop,vllm_k5 --drafts 4x1024 \
+      --acceptance 0.8 --batches 1,8,32,64 2>&1 | tee "$W/vs_vllm_smoke.log"
+    timeout 200 python3 -m pytest -m gpu -v -rs -p no:cacheprovider -x \
+      tests/test_engine_draft_graphs.py 2>&1 | tee "$W/gpu_tests_draft_graphs.txt"
+    pack draftgraphs ;;
+  vs_vllm)  # issue 13's decision benchmark; VS_ARGS picks the slice (--systems, --drafts ...)
+    timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_vllm" \
+      $VS_ARGS 2>&1 | tee "$W/vs_vllm.log"
+    pack vs_vllm ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|vs_vllm" >&2; exit 2 ;;
 esac

@@ -20,6 +20,16 @@ ACCEPTANCE_MODES = ("standard", "synthetic")
 ATTENTION_CHOICES = ("bass", "target", "vllm")
 
 DraftLengthPolicyName = Literal["bass", "per_request", "fixed"]
+DEFAULT_POLICY = "per_request"
+
+
+def default_max_draft(policy: str) -> int:
+    """Most draft tokens per sequence and step when the user gives none (also the KV
+    lookahead reserved per sequence). `per_request` picks each sequence's length from
+    the measured step costs, so its bound only caps rare long drafts: at alpha 0.9 a
+    16-token draft emits 8.1 tokens a step, a limitless one 10. `bass` (Algorithm 1)
+    grows to the paper's l_limit; `fixed` drafts exactly this many."""
+    return {"bass": MAX_DRAFT_TOKENS, "per_request": 16, "fixed": 7}.get(policy, 16)
 
 
 class BassConfigError(ValueError):
@@ -33,8 +43,8 @@ class BassConfig:
     draft_model: str
     # Upper bound on the draft length of any sequence in any step; also what the scheduler
     # reserves as KV lookahead. For the `fixed` policy it is the draft length itself.
-    num_speculative_tokens: int = 7
-    draft_length_policy: DraftLengthPolicyName = "bass"
+    num_speculative_tokens: int = 16  # see default_max_draft
+    draft_length_policy: DraftLengthPolicyName = DEFAULT_POLICY
     # Paper Algorithm 1 constants (l0, l_incre, l_mod; l_limit is num_speculative_tokens).
     initial_draft_length: int = 7
     draft_length_increment: int = 2

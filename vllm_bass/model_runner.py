@@ -234,8 +234,16 @@ class BassModelRunnerMixin:
 
     def _sample(self, logits, spec_decode_metadata):
         sampler = getattr(self, "rejection_sampler", None)
-        if sampler is not None and hasattr(sampler, "current_req_ids"):
-            sampler.current_req_ids = list(self.input_batch.req_ids)  # synthetic groups by id
+        if getattr(sampler, "synthetic_mode", False) and hasattr(sampler, "current_groups"):
+            from vllm_bass.sampling.sampler import SYNTHETIC_GROUP_KEY
+
+            req_ids = list(self.input_batch.req_ids)  # synthetic groups by request
+            sampler.current_req_ids = req_ids
+            sampler.current_groups = [
+                ((self.requests[r].sampling_params.extra_args or {}).get(SYNTHETIC_GROUP_KEY)
+                 if r in self.requests and self.requests[r].sampling_params is not None
+                 else None) for r in req_ids]
+            sampler.forget_finished(self.requests.keys())
         if self._bass_trace is None:
             return super()._sample(logits, spec_decode_metadata)
         token = self._bass_trace.begin("sample")

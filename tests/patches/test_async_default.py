@@ -1,6 +1,7 @@
-"""Async scheduling with BASS: off by default (vLLM's default for draft-model speculation),
-honoured when asked on CUDA (the scheduler class then builds BASS's async variant), forced off
-on CPU by vLLM. One body for CPU and GPU: the expectation follows the platform."""
+"""Async scheduling with BASS: on by default on CUDA (vLLM leaves it off for draft-model
+speculation; BASS plans the next step while this one runs), off when the user asks
+(`--no-async-scheduling`), forced off on CPU by vLLM. One body for CPU and GPU: the
+expectation follows the platform."""
 
 import pytest
 
@@ -10,10 +11,14 @@ from tests.patches.test_attention_default import _config
 pytestmark = [pytest.mark.cpu, pytest.mark.gpu]
 
 
-def test_async_scheduling_is_opt_in():
+def test_async_scheduling_is_the_default_on_cuda_only():
     cfg = _config()
-    assert not cfg.scheduler_config.async_scheduling
+    assert cfg.scheduler_config.async_scheduling is on_gpu()
     assert cfg.scheduler_config.scheduler_cls == "vllm_bass.scheduler.BassScheduler"
+
+
+def test_async_scheduling_can_be_turned_off():
+    assert not _config(async_scheduling=False).scheduler_config.async_scheduling
 
 
 def test_async_scheduling_on_request_on_cuda_only():

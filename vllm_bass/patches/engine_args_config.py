@@ -18,9 +18,10 @@ from typing import Any
 
 from vllm_bass.config import (
     ADDITIONAL_CONFIG_KEY,
-    MAX_DRAFT_TOKENS,
+    DEFAULT_POLICY,
     BassConfig,
     BassConfigError,
+    default_max_draft,
 )
 from vllm_bass.patches import wrap
 
@@ -39,7 +40,7 @@ PASSTHROUGH_KEYS = {
     "tensor_parallel_size", "quantization", "revision", "code_revision", "enforce_eager",
     "attention_backend", "kv_cache_dtype", "disable_padded_drafter_batch",
 }
-DEFAULT_MAX_DRAFT = {"bass": MAX_DRAFT_TOKENS, "per_request": MAX_DRAFT_TOKENS, "fixed": 7}
+
 
 
 def split_bass_spec(spec: dict[str, Any]) -> tuple[dict[str, Any], BassConfig]:
@@ -59,10 +60,10 @@ def split_bass_spec(spec: dict[str, Any]) -> tuple[dict[str, Any], BassConfig]:
         raise BassConfigError(
             f"speculative_config keys {unknown} are not supported with method 'bass'; valid: "
             f"{sorted(PASSTHROUGH_KEYS | bass_fields)} and vLLM's synthetic acceptance keys")
-    policy = options.get("draft_length_policy", "bass")
+    policy = options.setdefault("draft_length_policy", DEFAULT_POLICY)
     k = spec.get("num_speculative_tokens")
     if k is None:
-        k = DEFAULT_MAX_DRAFT.get(policy, MAX_DRAFT_TOKENS)
+        k = default_max_draft(policy)
     if method == "synthetic":
         options["acceptance_mode"] = "synthetic"
         length = spec.get("synthetic_acceptance_length")
@@ -111,9 +112,12 @@ def translate_engine_args(args: Any) -> BassConfig | None:
                               f"--spec-worker bass ({SCHEDULER_CLS}); drop --scheduler-cls")
     args.worker_cls = worker
     args.scheduler_cls = SCHEDULER_CLS
-    # Async scheduling: vLLM leaves it off for draft_model speculation unless asked
-    # (--async-scheduling), and so do we; BASS supports it (vllm_bass.scheduler), but it is
-    # not measured to pay yet (README, session 5). CPU forces it off.
+    # Async scheduling: vLLM leaves it off for draft_model speculation unless asked; BASS
+    # turns it on on CUDA unless the user said --no-async-scheduling (the scheduler's next
+    # step is planned while this one runs: measured the faster mode for every BASS policy,
+    # benchmarks/results/README.md). CPU runs sync (vLLM forces it off there).
+    if getattr(args, "async_scheduling", None) is None and current_platform.is_cuda():
+        args.async_scheduling = True
     args.speculative_config = vllm_spec
     args.additional_config = dict(args.additional_config or {})
     args.additional_config[ADDITIONAL_CONFIG_KEY] = cfg.to_dict()

@@ -56,6 +56,11 @@ def process_target_logits(logits: torch.Tensor, sampling_metadata, req_of_token:
     return apply_top_k_top_p(logits, top_k, top_p)
 
 
+# SamplingParams(extra_args={SYNTHETIC_GROUP_KEY: g}): a request's synthetic acceptance group
+# (an index into synthetic_acceptance_rate_groups), for benchmarks of heterogeneous batches.
+SYNTHETIC_GROUP_KEY = "bass_synthetic_group"
+
+
 class BassRejectionSampler(RejectionSampler):
     def __init__(self, sampler, spec_config, bass_config: BassConfig, device):
         super().__init__(sampler, None, device)  # our synthetic mode, not vLLM's
@@ -68,8 +73,12 @@ class BassRejectionSampler(RejectionSampler):
                 dtype=torch.float64, device=device)
         self.synthetic_mode = self.synthetic_groups is not None
         # request id -> synthetic group, so a request keeps its acceptance rates for life
+        # (the runner drops finished requests: `forget`)
         self.request_groups: dict[str, int] = {}
         self.current_req_ids: list[str] = []
+        # the group each current request asked for (SamplingParams.extra_args
+        # [SYNTHETIC_GROUP_KEY]), None where it did not; set by the runner every step
+        self.current_groups: list[int | None] = []
 
     def _synthetic_rates(self, num_reqs: int) -> torch.Tensor:
         assert self.synthetic_groups is not None
@@ -78,10 +87,19 @@ class BassRejectionSampler(RejectionSampler):
         for i in range(num_reqs):
             rid = self.current_req_ids[i] if i < len(self.current_req_ids) else str(i)
             if rid not in self.request_groups:
-                # deterministic per request id: same group on every TP rank and every run
-                self.request_groups[rid] = sum(rid.encode()) % n_groups
+                asked = self.current_groups[i] if i < len(self.current_groups) else None
+                # asked for, else deterministic per request id: the same group on every
+                # TP rank and every run
+                self.request_groups[rid] = (int(asked) % n_groups if asked is not None
+                                            else sum(rid.encode()) % n_groups)
             idx.append(self.request_groups[rid])
         return self.synthetic_groups[to_device(idx, self.synthetic_groups.device, torch.long)]
+
+    def forget_finished(self, live_req_ids: set[str]) -> None:
+        """Bounded state: drop the groups of requests that are gone."""
+        if len(self.request_groups) > len(live_req_ids):
+            for rid in [r for r in self.request_groups if r not in live_req_ids]:
+                del self.request_groups[rid]
 
     def forward(self, metadata, draft_probs, logits, sampling_metadata) -> SamplerOutput:
         assert metadata.max_spec_len <= MAX_SPEC_LEN

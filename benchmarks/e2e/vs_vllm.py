@@ -1,0 +1,347 @@
+"""BASS with the user's default flags against vLLM's own draft_model speculation at every
+fixed K (its best K per batch size is "vLLM best") and plain decoding.
+
+Setting (issue 13): a Llama-2-7B-shape target with dummy bf16 weights, draft shapes
+4x1024 and 8x1024 (layers x width), synthetic acceptance (position j of a draft accepted
+with unconditional probability alpha^j, the same process for every system), homogeneous
+alpha or a heterogeneous mix (each request one group: half alpha 0.9, a quarter 0.6, a
+quarter 0.3, by its index in the batch; vLLM takes one rate list per engine, so it gets
+the mix's batch average), random prompts of --prompt-len tokens, greedy, --max-tokens new
+tokens per sequence. ms/token = wall time of the batch / new tokens per sequence (the
+paper's latency metric). Batch 1 under the mix: one request of each of the 4 slots in
+turn, ms/token averaged over them.
+
+One engine process per (system, draft): the acceptance setting is changed inside the
+running engine (`synthetic_control.py`, a vLLM worker extension), so every system is
+measured at every setting with one start-up. vLLM runs with --async-scheduling (its
+fastest mode for draft_model); BASS with nothing but the draft and the synthetic rates.
+Rows append to --out.json, so the matrix can be split across calls on one machine
+(`--systems`, `--drafts`, ...); `--report` writes the markdown table and the plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+TARGET_SHAPE = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                    num_key_value_heads=32, head_dim=128, intermediate_size=11008)
+DRAFT_SHAPES = {
+    "4x1024": dict(hidden_size=1024, num_hidden_layers=4, num_attention_heads=16,
+                   num_key_value_heads=16, head_dim=64, intermediate_size=2816),
+    "8x1024": dict(hidden_size=1024, num_hidden_layers=8, num_attention_heads=16,
+                   num_key_value_heads=16, head_dim=64, intermediate_size=2816),
+}
+# BASS_VS_VLLM_SMOKE=1: tiny shapes on the CPU, to check this script (tests/benchmarks)
+SMOKE = os.environ.get("BASS_VS_VLLM_SMOKE") == "1"
+if SMOKE:
+    TARGET_SHAPE = dict(TARGET_SHAPE, hidden_size=256, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=4, head_dim=64,
+                        intermediate_size=512)
+    DRAFT_SHAPES = {k: dict(v, hidden_size=128, num_attention_heads=2, num_key_value_heads=2,
+                            intermediate_size=256, num_hidden_layers=1)
+                    for k, v in DRAFT_SHAPES.items()}
+MIX_PATTERN = (0.9, 0.6, 0.9, 0.3)  # request i of a batch draws MIX_PATTERN[i % 4]
+RATES_LEN = 32
+EXTENSION = "benchmarks.e2e.synthetic_control.SyntheticAcceptanceControl"
+SYSTEMS = ["plain"] + [f"vllm_k{k}" for k in range(1, 9)] + ["bass_default"]
+# BASS variants for diagnosis (not part of the decision): vLLM's own draft loop, sync.
+EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
+                 "bass_sync": "sync", "bass_bass_attn": {"attention": "bass"}}
+
+
+def rates(alpha: float) -> list[float]:
+    return [alpha ** (j + 1) for j in range(RATES_LEN)]
+
+
+def acceptance_groups(name: str) -> list[list[float]]:
+    if name == "mix":
+        return [rates(a) for a in MIX_PATTERN]
+    return [rates(float(name))]
+
+
+def model_folders(root: Path) -> dict[str, str]:
+    """Config-only folders (weights: load_format='dummy'), the embedded pair's tokenizer."""
+    base = json.loads((REPO / "models/bass-tiny-target/config.json").read_text())
+    out = {}
+    for name, shape in {"target": TARGET_SHAPE, **DRAFT_SHAPES}.items():
+        folder = root / f"vs-vllm-{name}"
+        folder.mkdir(parents=True, exist_ok=True)
+        cfg = dict(base, **shape, tie_word_embeddings=False, max_position_embeddings=8192)
+        (folder / "config.json").write_text(json.dumps(cfg, indent=1))
+        for f in (REPO / "models/bass-tiny-target").iterdir():
+            if f.name.startswith(("tokenizer", "special_tokens", "generation_config")):
+                shutil.copy(f, folder / f.name)
+        out[name] = str(folder)
+    return out
+
+
+def engine_kwargs(system: str, target: str, draft: str, max_model_len: int,
+                  max_batch: int) -> dict:
+    kwargs = dict(model=target, load_format="dummy", dtype="bfloat16", seed=0,
+                  max_model_len=max_model_len, max_num_seqs=max_batch,
+                  gpu_memory_utilization=0.85, disable_log_stats=False,
+                  worker_extension_cls=EXTENSION)
+    if SMOKE:  # CPU check of this script's plumbing: tiny shapes, no speed meaning
+        kwargs.update(dtype="float32", gpu_memory_utilization=0.05)
+    first = rates(0.8)  # replaced per setting inside the engine
+    if system.startswith("vllm_k"):
+        k = int(system[len("vllm_k"):])
+        kwargs["speculative_config"] = {
+            "method": "draft_model", "model": draft, "num_speculative_tokens": k,
+            "rejection_sample_method": "synthetic", "synthetic_acceptance_rates": first[:k]}
+        kwargs["async_scheduling"] = True
+    elif system == "bass_default" or system in EXTRA_SYSTEMS:
+        spec = {"method": "bass", "model": draft, "rejection_sample_method": "synthetic",
+                "synthetic_acceptance_rates": first[:16]}
+        extra = EXTRA_SYSTEMS.get(system)
+        if extra == "sync":
+            kwargs["async_scheduling"] = False
+        elif extra:
+            spec.update(extra)
+        kwargs["speculative_config"] = spec
+    elif system != "plain":
+        raise SystemExit(f"unknown system {system!r}; known: {SYSTEMS + list(EXTRA_SYSTEMS)}")
+    return kwargs
+
+
+# ---------------------------------------------------------------------------------- child
+def _child(spec_path: str, out_path: str) -> None:
+    import random
+
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    from vllm_bass.sampling.sampler import SYNTHETIC_GROUP_KEY
+    from vllm_bass.utils.isolated_engine import _metrics_dict, metric
+
+    spec = json.loads(Path(spec_path).read_text())
+    t0 = time.perf_counter()
+    llm = LLM(**spec["engine"])
+    startup = time.perf_counter() - t0
+    speculative = "speculative_config" in spec["engine"]
+    rng = random.Random(0)
+    n_tokens, prompt_len = spec["max_tokens"], spec["prompt_len"]
+    rows = []
+
+    def prompts(n):
+        return [TokensPrompt(prompt_token_ids=[rng.randrange(16, 2000) for _ in range(prompt_len)])
+                for _ in range(n)]
+
+    def params(slots, max_tokens):
+        return [SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True,
+                               extra_args={SYNTHETIC_GROUP_KEY: s}) for s in slots]
+
+    def counters():
+        m = _metrics_dict(llm.get_metrics())
+        return {k: metric(m, k) for k in (
+            "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+            "vllm:spec_decode_num_accepted_tokens")} | {
+            f"steps_{s}": metric(m, "vllm:bass_steps", speculation=s) for s in ("on", "off")}
+
+    for acceptance in spec["acceptance"]:
+        groups = acceptance_groups(acceptance) if speculative else [None]
+        if speculative:
+            llm.collective_rpc("bench_set_synthetic_acceptance", args=(groups,))
+        for batch in spec["batches"]:
+            n_slots = len(groups)
+            slot_runs = ([[i] for i in range(n_slots)] if batch == 1 and n_slots > 1
+                         else [[i % n_slots for i in range(batch)]])
+            for slots in slot_runs:  # warm-up: the shapes, the cost model, the estimates
+                llm.generate(prompts(len(slots)), params(slots, max(16, n_tokens // 4)),
+                             use_tqdm=False)
+            before = counters()
+            seconds = 0.0
+            for slots in slot_runs:
+                start = time.perf_counter()
+                llm.generate(prompts(len(slots)), params(slots, n_tokens), use_tqdm=False)
+                seconds += time.perf_counter() - start
+            seconds /= len(slot_runs)
+            after = counters()
+            d = {k: after[k] - before[k] for k in after}
+            drafts = d["vllm:spec_decode_num_drafts"]
+            on, off = d["steps_on"], d["steps_off"]
+            rows.append({
+                "batch": batch, "acceptance": acceptance, "seconds": seconds,
+                "ms_per_token": 1000.0 * seconds / n_tokens,
+                "tokens_per_s": batch * n_tokens / seconds,
+                "mean_acceptance_length": (1 + d["vllm:spec_decode_num_accepted_tokens"]
+                                           / drafts) if drafts else None,
+                "mean_draft_length": (d["vllm:spec_decode_num_draft_tokens"] / drafts)
+                if drafts else None,
+                "off_step_fraction": off / (on + off) if on + off else None,
+            })
+            print(f"  {spec['system']} {spec['draft']} alpha={acceptance} batch={batch}: "
+                  f"{rows[-1]['ms_per_token']:.2f} ms/token", flush=True)
+    Path(out_path).write_text(json.dumps({"rows": rows, "startup_s": startup}))
+
+
+def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> dict:
+    max_model_len = args.prompt_len + args.max_tokens + 64
+    spec = {"engine": engine_kwargs(system, folders["target"], folders[draft], max_model_len,
+                                    max(args.batches)),
+            "system": system, "draft": draft, "max_tokens": args.max_tokens,
+            "prompt_len": args.prompt_len, "batches": args.batches,
+            "acceptance": args.acceptance if system != "plain" else ["-"]}
+    with tempfile.TemporaryDirectory() as tmp:
+        spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "out.json")
+        spec_path.write_text(json.dumps(spec))
+        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get(
+            "PYTHONPATH", ""))
+        log = log_dir / f"{system}_{draft}.log"
+        with open(log, "w") as fh:
+            proc = subprocess.run([sys.executable, __file__, "--child", str(spec_path),
+                                   str(out_path)], cwd=REPO, env=env, stdout=fh,
+                                  stderr=subprocess.STDOUT, timeout=args.timeout)
+        if proc.returncode != 0 or not out_path.exists():
+            tail = log.read_text()[-3000:]
+            print(f"{system} {draft}: FAILED (rc={proc.returncode})\n{tail}", flush=True)
+            return {"rows": [], "failed": True}
+        return json.loads(out_path.read_text())
+
+
+# --------------------------------------------------------------------------------- report
+def best_vllm(rows: list[dict], draft: str, acceptance: str, batch: int) -> dict | None:
+    cands = [r for r in rows if r["system"].startswith("vllm_k") and r["draft"] == draft
+             and r["acceptance"] == acceptance and r["batch"] == batch]
+    return min(cands, key=lambda r: r["ms_per_token"]) if cands else None
+
+
+def plain_row(rows, batch):
+    cands = [r for r in rows if r["system"] == "plain" and r["batch"] == batch]
+    return min(cands, key=lambda r: r["ms_per_token"]) if cands else None
+
+
+def report(data: dict, out: Path) -> None:
+    rows = data["rows"]
+    lines = [f"# BASS default vs vLLM draft_model (best fixed K) vs plain decoding",
+             "", f"{data.get('device')}; 7B-shape target, dummy bf16 weights, synthetic "
+             f"acceptance; prompts {data.get('prompt_len')} tokens, {data.get('max_tokens')} "
+             "new tokens, greedy; ms/token per sequence. `mix`: half alpha 0.9, a quarter "
+             "0.6, a quarter 0.3 per request (vLLM: the batch-average rates).", "",
+             "| draft | acceptance | batch | plain | vLLM best (K) | BASS default | "
+             "BASS / vLLM best | BASS / plain | BASS acc. len | BASS draft len | BASS off |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    keys = sorted({(r["draft"], r["acceptance"]) for r in rows if r["system"] != "plain"})
+    for draft, acc in keys:
+        for batch in sorted({r["batch"] for r in rows}):
+            bass = [r for r in rows if r["system"] == "bass_default" and r["draft"] == draft
+                    and r["acceptance"] == acc and r["batch"] == batch]
+            best, plain = best_vllm(rows, draft, acc, batch), plain_row(rows, batch)
+            if not bass and not best:
+                continue
+            b = bass[0] if bass else None
+
+            def f(x, fmt="{:.2f}"):
+                return fmt.format(x) if x is not None else "—"
+            lines.append(
+                f"| {draft} | {acc} | {batch} | {f(plain and plain['ms_per_token'])} | "
+                f"{f(best and best['ms_per_token'])}"
+                f"{' (' + best['system'][6:] + ')' if best else ''} | "
+                f"{f(b and b['ms_per_token'])} | "
+                f"{f(b and best and best['ms_per_token'] / b['ms_per_token'], '{:.2f}x')} | "
+                f"{f(b and plain and plain['ms_per_token'] / b['ms_per_token'], '{:.2f}x')} | "
+                f"{f(b and b['mean_acceptance_length'])} | {f(b and b['mean_draft_length'])} | "
+                f"{f(b and b['off_step_fraction'])} |")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    try:
+        _plot(rows, keys, out.with_suffix(".png"))
+    except Exception as exc:  # matplotlib missing: the table and JSON still stand
+        print(f"no plot: {exc}")
+
+
+def _plot(rows, keys, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(keys), 3, figsize=(15, 3.2 * len(keys)), squeeze=False)
+    for (draft, acc), ax in zip(keys, axes):
+        batches = sorted({r["batch"] for r in rows if r["draft"] == draft
+                          and r["acceptance"] == acc})
+        series = {"plain": [plain_row(rows, b) for b in batches],
+                  "vLLM best": [best_vllm(rows, draft, acc, b) for b in batches],
+                  "BASS default": [next((r for r in rows if r["system"] == "bass_default"
+                                         and r["draft"] == draft and r["acceptance"] == acc
+                                         and r["batch"] == b), None) for b in batches]}
+        for name, pts in series.items():
+            xs = [b for b, p in zip(batches, pts) if p]
+            ax[0].plot(xs, [p["ms_per_token"] for p in pts if p], "o-", label=name)
+        ax[0].set(xscale="log", title=f"draft {draft}, alpha {acc}: ms/token", xlabel="batch")
+        for i, ref in ((1, "plain"), (2, "vLLM best")):
+            xs, ys = [], []
+            for b, r, bass in zip(batches, series[ref], series["BASS default"]):
+                if r and bass:
+                    xs.append(b)
+                    ys.append(r["ms_per_token"] / bass["ms_per_token"])
+            ax[i].plot(xs, ys, "o-")
+            ax[i].axhline(1.0, color="gray", lw=0.8)
+            ax[i].set(xscale="log", title=f"BASS default speedup over {ref}", xlabel="batch")
+        ax[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--systems", default=",".join(SYSTEMS))
+    p.add_argument("--drafts", default=",".join(DRAFT_SHAPES))
+    p.add_argument("--acceptance", default="0.6,0.8,0.9,mix")
+    p.add_argument("--batches", default="1,8,32,64,128,256")
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--prompt-len", type=int, default=128)
+    p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--out", default=str(REPO / "benchmarks/results/vs_vllm"))
+    p.add_argument("--report", action="store_true", help="only rewrite the table and plots")
+    args = p.parse_args()
+    args.batches = [int(b) for b in args.batches.split(",")]
+    args.acceptance = args.acceptance.split(",")
+    out = Path(args.out)
+    path = out.with_suffix(".json")
+    data = json.loads(path.read_text()) if path.exists() else {"rows": []}
+    if not args.report:
+        from benchmarks.e2e.bench_policies import device_name
+
+        data.update(device=device_name(), prompt_len=args.prompt_len,
+                    max_tokens=args.max_tokens, synthetic="alpha^(j+1) per position",
+                    mix=list(MIX_PATTERN))
+        log_dir = out.parent / (out.name + "_logs")
+        log_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            folders = model_folders(Path(tmp))
+            for system in args.systems.split(","):
+                for draft in (args.drafts.split(",") if system != "plain" else ["-"]):
+                    t0 = time.perf_counter()
+                    res = run_system(system, draft if draft != "-" else "4x1024", folders,
+                                     args, log_dir)
+                    for r in res["rows"]:
+                        r.update(system=system, draft=draft,
+                                 startup_s=res.get("startup_s"))
+                    data["rows"] = [r for r in data["rows"] if not (
+                        r["system"] == system and r["draft"] == draft
+                        and (r["acceptance"], r["batch"]) in {
+                            (x["acceptance"], x["batch"]) for x in res["rows"]})] + res["rows"]
+                    data["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                    path.write_text(json.dumps(data, indent=1))
+                    print(f"{system} {draft}: {time.perf_counter() - t0:.0f} s "
+                          f"(start-up {res.get('startup_s') or 0:.0f} s)", flush=True)
+    report(data, out)
+    print(out.with_suffix(".md").read_text())
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        _child(sys.argv[2], sys.argv[3])
+    else:
+        main()
