@@ -187,7 +187,10 @@ def _child(spec_path: str, out_path: str) -> None:
 
 
 def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> dict:
-    max_model_len = args.prompt_len + args.max_tokens + 64
+    # 1024 at least: with a context shorter than vLLM's largest capture size (512), the
+    # BASS engines crashed in vLLM's CUDA-graph memory profiling (illegal address in the
+    # drafter's dummy run; H100, session 8; vLLM's draft_model did not)
+    max_model_len = max(1024, args.prompt_len + args.max_tokens + 64)
     spec = {"engine": engine_kwargs(system, folders["target"], folders[draft], max_model_len,
                                     max(args.batches)),
             "system": system, "draft": draft, "max_tokens": args.max_tokens,
