@@ -161,12 +161,16 @@ def _child(spec_path: str, out_path: str) -> None:
                 llm.generate(prompts(len(slots)), params(slots, max(16, n_tokens // 4)),
                              use_tqdm=False)
             before = counters()
-            seconds = 0.0
-            for slots in slot_runs:
-                start = time.perf_counter()
-                llm.generate(prompts(len(slots)), params(slots, n_tokens), use_tqdm=False)
-                seconds += time.perf_counter() - start
-            seconds /= len(slot_runs)
+            reps = []
+            for _ in range(spec["repeats"]):  # the fastest repeat: one-off stalls left out
+                seconds = 0.0
+                for slots in slot_runs:
+                    start = time.perf_counter()
+                    llm.generate(prompts(len(slots)), params(slots, n_tokens),
+                                 use_tqdm=False)
+                    seconds += time.perf_counter() - start
+                reps.append(seconds / len(slot_runs))
+            seconds = min(reps)
             after = counters()
             d = {k: after[k] - before[k] for k in after}
             drafts = d["vllm:spec_decode_num_drafts"]
@@ -180,6 +184,7 @@ def _child(spec_path: str, out_path: str) -> None:
                 "mean_draft_length": (d["vllm:spec_decode_num_draft_tokens"] / drafts)
                 if drafts else None,
                 "off_step_fraction": off / (on + off) if on + off else None,
+                "repeat_ms_per_token": [1000.0 * r / n_tokens for r in reps],
             })
             print(f"  {spec['system']} {spec['draft']} alpha={acceptance} batch={batch}: "
                   f"{rows[-1]['ms_per_token']:.2f} ms/token", flush=True)
@@ -194,13 +199,15 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
     spec = {"engine": engine_kwargs(system, folders["target"], folders[draft], max_model_len,
                                     max(args.batches)),
             "system": system, "draft": draft, "max_tokens": args.max_tokens,
-            "prompt_len": args.prompt_len, "batches": args.batches,
+            "prompt_len": args.prompt_len, "batches": args.batches, "repeats": args.repeats,
             "acceptance": args.acceptance if system != "plain" else ["-"]}
     with tempfile.TemporaryDirectory() as tmp:
         spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "out.json")
         spec_path.write_text(json.dumps(spec))
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get(
             "PYTHONPATH", ""))
+        if args.trace_dir:  # BASS's step and runner-phase traces (vllm_bass.utils)
+            env["VLLM_BASS_STEP_TRACE"] = str(Path(args.trace_dir) / f"{system}_{draft}.csv")
         log = log_dir / f"{system}_{draft}.log"
         with open(log, "w") as fh:
             proc = subprocess.run([sys.executable, __file__, "--child", str(spec_path),
@@ -305,6 +312,8 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--trace-dir", default=None)
     p.add_argument("--out", default=str(REPO / "benchmarks/results/vs_vllm"))
     p.add_argument("--report", action="store_true", help="only rewrite the table and plots")
     args = p.parse_args()
