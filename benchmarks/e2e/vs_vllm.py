@@ -206,6 +206,9 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
         spec_path.write_text(json.dumps(spec))
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get(
             "PYTHONPATH", ""))
+        # every engine compiles its own Triton kernels, as a fresh deployment does (an
+        # earlier engine's disk cache would hide one system's JIT stalls from the next)
+        env["TRITON_CACHE_DIR"] = str(Path(tmp, "triton_cache"))
         if args.trace_dir:  # BASS's step and runner-phase traces (vllm_bass.utils)
             env["VLLM_BASS_STEP_TRACE"] = str(Path(args.trace_dir) / f"{system}_{draft}.csv")
         log = log_dir / f"{system}_{draft}.log"

@@ -174,6 +174,10 @@ def install_bass_drafter(drafter, step_graphs: bool = True) -> None:
         drafter.bass_kv_debt = DraftKVDebt()
         drafter.bass_catch_up = None
         drafter.bass_step_graphs = None
+        if str(drafter.device).startswith("cuda"):
+            from vllm_bass.patches.draft_kernel_specialization import apply_in_worker
+
+            apply_in_worker()
         if step_graphs and drafter.bass_can_use_step_graphs():
             drafter.bass_step_graphs = DraftStepGraphs(drafter, use_graphs=_graphs_on(drafter))
 

@@ -42,6 +42,10 @@ class PhaseTrace:
         trace = cls(path + ".runner", use_cuda)
         trace.profile_left = int(os.environ.get("VLLM_BASS_PROFILE_DRAFTS", "0"))
         trace.profile_path = path + ".draft_profile.txt"
+        # VLLM_BASS_PROFILE_SLOW_DRAFTS=N: every draft phase runs under cProfile; the first N
+        # that take over SLOW_DRAFT_MS go to FILE.slow_drafts.txt (what a stall is)
+        trace.slow_left = int(os.environ.get("VLLM_BASS_PROFILE_SLOW_DRAFTS", "0"))
+        trace.slow_path = path + ".slow_drafts.txt"
         return trace
 
     profile_left = 0
@@ -49,9 +53,18 @@ class PhaseTrace:
     profiler: cProfile.Profile | None = None
     steps_seen = 0
 
+    slow_left = 0
+    slow_path = ""
+    SLOW_DRAFT_MS = 40.0
+
     def profile_draft(self, drafting: bool):
         """A started cProfile for this draft phase, or None (see the module docstring)."""
         self.steps_seen += 1
+        if self.slow_left > 0:
+            profiler = cProfile.Profile()
+            profiler.bass_start = time.perf_counter()
+            profiler.enable()
+            return profiler
         if not (drafting and self.profile_left > 0 and self.steps_seen > 300):
             return None
         self.profiler = self.profiler or cProfile.Profile()
@@ -60,6 +73,17 @@ class PhaseTrace:
 
     def end_profile(self, profiler) -> None:
         profiler.disable()
+        start = getattr(profiler, "bass_start", None)
+        if start is not None:
+            ms = (time.perf_counter() - start) * 1e3
+            if ms > self.SLOW_DRAFT_MS and self.slow_left > 0:
+                self.slow_left -= 1
+                out = io.StringIO()
+                pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(25)
+                with open(self.slow_path, "a") as f:
+                    f.write(f"=== step {self.steps_seen}: draft phase {ms:.1f} ms\n"
+                            + out.getvalue())
+            return
         self.profile_left -= 1
         if self.profile_left == 0:
             out = io.StringIO()
