@@ -45,6 +45,7 @@ from vllm_bass.utils.steps import decode_tokens
 # Decayed count of measured off-steps (per batch bucket) below which auto-off takes an
 # occasional off-step, to measure what plain decoding costs (about one in 35 steps).
 OFF_SAMPLES_WANTED = 0.5
+PLAN_TRACE_STEPS = 20000  # bounded diagnostics file
 
 
 def verified_from_output(scheduled_spec: dict[str, list[int]], sampled_token_ids,
@@ -102,6 +103,10 @@ class BassScheduler(Scheduler):
         # model is fitted to).
         trace = os.environ.get("VLLM_BASS_STEP_TRACE")
         self._bass_trace = open(trace, "a", buffering=1) if trace else None
+        # ... and FILE.plans: per planned step the cost model and each sequence's
+        # acceptance estimate and draft length (first PLAN_TRACE_STEPS steps)
+        self._bass_plan_trace = open(trace + ".plans", "a", buffering=1) if trace else None
+        self._bass_plans_left = PLAN_TRACE_STEPS
 
     # -- planning ---------------------------------------------------------------------
     def _update_after_schedule(self, scheduler_output) -> None:
@@ -133,9 +138,26 @@ class BassScheduler(Scheduler):
         out.bass_verified_probe = self.bass_plan.probe
         plan = policy.plan(req_ids) if req_ids else self.bass_plan
         self.bass_plan = plan
+        if self._bass_plan_trace is not None and req_ids and self._bass_plans_left > 0:
+            self._bass_plans_left -= 1
+            self._bass_write_plan(req_ids, plan)
         out.num_spec_tokens_to_schedule = max(0, min(plan.batch_length, self.num_spec_tokens))
         out.bass_decode_only = bool(req_ids) and not out.scheduled_new_reqs and decode_tokens(
             out.num_scheduled_tokens, out.scheduled_spec_decode_tokens, req_ids) is not None
+
+    def _bass_write_plan(self, req_ids, plan) -> None:
+        import json
+
+        policy = self.bass_policy
+        cost = getattr(policy, "cost", None)
+        estimates = getattr(policy, "estimates", None)
+        self._bass_plan_trace.write(json.dumps({
+            "t": round(time.perf_counter(), 6), "batch": len(req_ids),
+            "cost": None if cost is None else [cost.base, cost.draft_pass,
+                                               cost.per_draft_step, cost.per_verify_token],
+            "alpha": None if estimates is None else [round(estimates.alpha(r), 3)
+                                                     for r in req_ids],
+            "lengths": [plan.length_for(r) for r in req_ids], "probe": plan.probe}) + "\n")
 
     def _bass_forget_finished(self) -> None:
         current = set(self.requests)
