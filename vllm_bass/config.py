@@ -20,6 +20,9 @@ ACCEPTANCE_MODES = ("standard", "synthetic")
 ATTENTION_CHOICES = ("bass", "target", "vllm")
 
 DraftLengthPolicyName = Literal["bass", "per_request", "fixed"]
+# options that also have a CLI flag of their own (patches/engine_args_cli.py); every option
+# can be given as a key of --speculative-config / speculative_config
+CLI_FLAG_FIELDS = ("num_speculative_tokens", "draft_length_policy")
 DEFAULT_POLICY = "per_request"
 
 
@@ -96,9 +99,10 @@ class BassConfig:
 
     def validate(self) -> None:
         def bad(name: str, valid: str, got: Any) -> BassConfigError:
+            where = (f"flag --{name.replace('_', '-')} or " if name in CLI_FLAG_FIELDS else "")
             return BassConfigError(
-                f"BASS option '{name}' (flag --{name.replace('_', '-')}) must be {valid}; "
-                f"got {got!r}"
+                f"BASS option '{name}' ({where}speculative_config['{name}']) must be "
+                f"{valid}; got {got!r}"
             )
 
         if not isinstance(self.draft_model, str) or not self.draft_model:

@@ -322,4 +322,4 @@ def test_algorithm1_grows_on_a_whole_draft_observed_one_step_late():
     run_one_step_late(late, 6, lambda r, n: n)  # every draft accepted in full
     for _ in range(5):
         feed(on_time, on_time.plan(REQS), lambda r, n: n)
-    assert late.history == on_time.history == [7, 9, 11, 13, 15, 17]
+    assert list(late.history) == list(on_time.history) == [7, 9, 11, 13, 15, 17]

@@ -25,7 +25,7 @@ def test_algorithm1_hand_trajectory():
     assert step(p, [5, 1]) == 5          # 6 - 2 = 4, but never below max accepted (5)
     assert step(p, [5]) == 7             # full acceptance again: +2, shrink streak reset
     assert step(p, [0]) == 6             # single shrink: ceil(7/10) = 1
-    assert p.history == [7, 9, 8, 6, 5, 7, 6]
+    assert list(p.history) == [7, 9, 8, 6, 5, 7, 6]
 
 
 def test_algorithm1_grows_to_limit_and_shrinks_to_one():
@@ -40,7 +40,7 @@ def test_algorithm1_grows_to_limit_and_shrinks_to_one():
 def test_algorithm1_no_observation_keeps_length():
     p = BassAlgorithm1()
     p.observe([])
-    assert p.length == 7 and p.history == [7]
+    assert p.length == 7 and list(p.history) == [7]
 
 
 def test_fixed_and_factory():
@@ -117,3 +117,14 @@ def test_per_request_auto_off_can_be_disabled():
     for _ in range(30):
         p.observe([Verified("a", 4, 0)])
     assert p.plan(["a"]).batch_length == 1
+
+
+def test_algorithm1_history_is_bounded():
+    """A long-running server observes millions of steps: the length history keeps the last
+    HISTORY_LENGTH only."""
+    from vllm_bass.proposer.policies import HISTORY_LENGTH, BassAlgorithm1, Verified
+
+    p = BassAlgorithm1()
+    for step in range(3 * HISTORY_LENGTH):
+        p.observe([Verified("r", p.length, p.length if step % 2 else 0)])
+    assert len(p.history) == HISTORY_LENGTH and p.history[-1] == p.length

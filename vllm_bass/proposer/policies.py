@@ -11,8 +11,11 @@ plan.
 
 from __future__ import annotations
 
+import collections
 import math
 from dataclasses import dataclass
+
+HISTORY_LENGTH = 1024
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,9 @@ class BassAlgorithm1(DraftLengthPolicy):
         self.limit = limit
         self.shrink_divisor = shrink_divisor
         self.shrank_last_step = False
-        self.history: list[int] = [self.length]
+        # the recent lengths (diagnostics and tests); bounded for long-running servers
+        self.history: collections.deque[int] = collections.deque([self.length],
+                                                                 maxlen=HISTORY_LENGTH)
 
     def observe(self, verified: list[Verified]) -> None:
         if not verified:
