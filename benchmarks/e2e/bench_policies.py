@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -86,17 +85,10 @@ LLAMA7B_SHAPES = {
 
 def dummy_pair(root: Path) -> tuple[str, str]:
     """Config-only model folders (weights come from load_format='dummy')."""
-    base = json.loads((REPO_ROOT / "models/bass-tiny-target/config.json").read_text())
-    paths = []
-    for role, shape in LLAMA7B_SHAPES.items():
-        folder = root / f"llama7b-pair-{role}"
-        folder.mkdir(parents=True, exist_ok=True)
-        cfg = dict(base, **shape, tie_word_embeddings=False, max_position_embeddings=4096)
-        (folder / "config.json").write_text(json.dumps(cfg, indent=1))
-        for f in (REPO_ROOT / "models/bass-tiny-target").iterdir():
-            if f.name.startswith(("tokenizer", "special_tokens", "generation_config")):
-                shutil.copy(f, folder / f.name)
-        paths.append(str(folder))
+    from benchmarks.e2e.dummy_models import dummy_model_folder
+
+    paths = [dummy_model_folder(root / f"llama7b-pair-{role}", shape, 4096)
+             for role, shape in LLAMA7B_SHAPES.items()]
     return paths[0], paths[1]
 
 

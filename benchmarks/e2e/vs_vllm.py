@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,18 +71,10 @@ def acceptance_groups(name: str) -> list[list[float]]:
 
 def model_folders(root: Path) -> dict[str, str]:
     """Config-only folders (weights: load_format='dummy'), the embedded pair's tokenizer."""
-    base = json.loads((REPO / "models/bass-tiny-target/config.json").read_text())
-    out = {}
-    for name, shape in {"target": TARGET_SHAPE, **DRAFT_SHAPES}.items():
-        folder = root / f"vs-vllm-{name}"
-        folder.mkdir(parents=True, exist_ok=True)
-        cfg = dict(base, **shape, tie_word_embeddings=False, max_position_embeddings=8192)
-        (folder / "config.json").write_text(json.dumps(cfg, indent=1))
-        for f in (REPO / "models/bass-tiny-target").iterdir():
-            if f.name.startswith(("tokenizer", "special_tokens", "generation_config")):
-                shutil.copy(f, folder / f.name)
-        out[name] = str(folder)
-    return out
+    from benchmarks.e2e.dummy_models import dummy_model_folder
+
+    return {name: dummy_model_folder(root / f"vs-vllm-{name}", shape, 8192)
+            for name, shape in {"target": TARGET_SHAPE, **DRAFT_SHAPES}.items()}
 
 
 def engine_kwargs(system: str, target: str, draft: str, max_model_len: int,
@@ -237,7 +228,7 @@ def plain_row(rows, batch):
 
 def report(data: dict, out: Path) -> None:
     rows = data["rows"]
-    lines = [f"# BASS default vs vLLM draft_model (best fixed K) vs plain decoding",
+    lines = ["# BASS default vs vLLM draft_model (best fixed K) vs plain decoding",
              "", f"{data.get('device')}; 7B-shape target, dummy bf16 weights, synthetic "
              f"acceptance; prompts {data.get('prompt_len')} tokens, {data.get('max_tokens')} "
              "new tokens, greedy; ms/token per sequence. `mix`: half alpha 0.9, a quarter "
