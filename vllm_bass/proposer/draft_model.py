@@ -47,6 +47,20 @@ def sample_draft(logits: torch.Tensor, sampling_metadata) -> tuple[torch.Tensor,
     return tokens, q
 
 
+# vLLM drafter methods the subclass overrides, with the signatures it was written against
+# (tests/patches/test_worker_side_patches.py fails when vLLM changes one).
+OVERRIDDEN_DRAFTER_METHODS = {
+    "propose": "(self, num_speculative_tokens, target_token_ids: torch.Tensor, target_positions: torch.Tensor, target_hidden_states: torch.Tensor, next_token_ids: torch.Tensor, token_indices_to_sample: torch.Tensor | None, common_attn_metadata: vllm.v1.attention.backend.CommonAttentionMetadata, sampling_metadata: vllm.v1.sample.metadata.SamplingMetadata, mm_embed_inputs: tuple[list[torch.Tensor], torch.Tensor] | None = None, num_rejected_tokens_gpu: torch.Tensor | None = None, slot_mappings: dict[str, torch.Tensor] | list[dict[str, torch.Tensor]] | None = None) -> torch.Tensor",
+    "set_inputs_first_pass": "(self, target_token_ids: torch.Tensor, next_token_ids: torch.Tensor, target_positions: torch.Tensor, target_hidden_states: torch.Tensor, token_indices_to_sample: torch.Tensor | None, cad: vllm.v1.attention.backend.CommonAttentionMetadata, num_rejected_tokens_gpu: torch.Tensor | None) -> tuple[int, torch.Tensor, vllm.v1.attention.backend.CommonAttentionMetadata]",
+    "_sample_from_logits": "(self, logits: torch.Tensor, sampling_metadata: vllm.v1.sample.metadata.SamplingMetadata) -> tuple[torch.Tensor, torch.Tensor | None]",
+}
+# ... and the drafter state our draft loop reads or writes (DraftStepGraphs)
+DRAFTER_ATTRIBUTES = ("positions", "input_ids", "_slot_mapping_buffer", "arange",
+                      "max_batch_size", "max_model_len", "block_size", "model",
+                      "_draft_attn_layer_names", "build_per_group_and_layer_attn_metadata",
+                      "_last_draft_probs", "num_speculative_tokens")
+
+
 class BassDraftModelProposer(DraftModelProposer):
     bass_kv_debt: DraftKVDebt
     bass_catch_up: CatchUp | None = None  # set by the runner for the next propose() only
