@@ -85,7 +85,7 @@ class BassConfig:
     # piecewise, host-bound on a 7B shape (model_runner). False keeps vLLM's choice.
     full_graph_verification: bool = True
     # The drafter's one-token steps as full CUDA graphs, one per captured batch size
-    # (proposer/draft_graphs.py); vLLM runs them piecewise with attention eager, which
+    # (drafter/draft_graphs.py); vLLM runs them piecewise with attention eager, which
     # made a draft step host-bound. False keeps vLLM's draft loop.
     full_graph_drafting: bool = True
     extra: dict[str, Any] = field(default_factory=dict)

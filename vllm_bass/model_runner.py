@@ -9,7 +9,7 @@ back rejected KV slots by overwriting. The mixin changes what BASS changes:
     draft-length policy lives), `num_spec_tokens_to_schedule`; per-sequence lengths are
     applied by the scheduler, so the next verification batch is ragged;
   * whole-batch off-steps of pure decoding run no draft pass at all (a plain decode step);
-    the next drafting step catches the draft's KV up (`proposer.draft_sync`; under async
+    the next drafting step catches the draft's KV up (`drafter.draft_sync`; under async
     scheduling from a device record of the skipped tokens, since the host does not have
     them yet). Under async scheduling, an off-step that verifies drafts still runs a one-token
     draft pass (vLLM corrects the next step's positions from that pass's bookkeeping);
@@ -78,8 +78,8 @@ class BassModelRunnerMixin:
         if bass_config.draft_length_policy != "fixed" or bass_config.auto_off:
             self._bass_graph_one_token_decode()
         if getattr(self, "drafter", None) is not None:
-            from vllm_bass.proposer.draft_model import install_bass_drafter
-            from vllm_bass.proposer.draft_sync import SkippedTokens
+            from vllm_bass.drafter.draft_model import install_bass_drafter
+            from vllm_bass.drafter.draft_sync import SkippedTokens
 
             install_bass_drafter(self.drafter, bass_config.full_graph_drafting)
             # async scheduling only (sync catches up from the host token buffer); slots for

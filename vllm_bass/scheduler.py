@@ -37,9 +37,10 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from vllm_bass.config import bass_config_from_vllm
-from vllm_bass.proposer.auto_off import with_test_off_cycle
-from vllm_bass.proposer.cost_model import StepCostEstimator
-from vllm_bass.proposer.policies import DraftPlan, Verified, make_policy
+from vllm_bass.policy.auto_off import with_test_off_cycle
+from vllm_bass.policy.cost_model import StepCostEstimator
+from vllm_bass.policy.factory import make_policy
+from vllm_bass.policy.policies import DraftPlan, Verified
 from vllm_bass.utils.steps import decode_tokens
 
 # Decayed count of measured off-steps (per batch bucket) below which auto-off takes an

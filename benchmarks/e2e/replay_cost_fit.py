@@ -28,7 +28,7 @@ TRACES = ["llama7b_s7_per_request_async.csv", "llama7b_s7_per_request_async_bass
 
 
 def replay(path: Path, skip: int) -> dict:
-    from vllm_bass.proposer.cost_model import StepCostEstimator, batch_bucket
+    from vllm_bass.policy.cost_model import StepCostEstimator, batch_bucket
 
     est = StepCostEstimator()
     seen: dict[int, int] = {}

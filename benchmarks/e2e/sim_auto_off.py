@@ -41,7 +41,7 @@ VARIANTS = {  # column: (auto_off, pooled prior)
 
 def run(sim, policy, async_scheduling, law, alpha, steps, max_tokens, stall, repeats, jitter,
         batch, auto_off, pooled, seed):
-    from vllm_bass.proposer.auto_off import AcceptanceEstimates
+    from vllm_bass.policy.auto_off import AcceptanceEstimates
 
     sched = sim._scheduler(async_scheduling, max_model_len=2048, measured_costs=True,
                            draft_length_policy=policy, num_speculative_tokens=7,

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from vllm_bass.proposer.auto_off import AcceptanceEstimates, ProbeSchedule
-from vllm_bass.proposer.cost_model import PRIOR_COSTS, StepCostModel
-from vllm_bass.proposer.policies import DraftLengthPolicy, DraftPlan, Verified
+from vllm_bass.policy.auto_off import AcceptanceEstimates, ProbeSchedule
+from vllm_bass.policy.cost_model import PRIOR_COSTS, StepCostModel
+from vllm_bass.policy.policies import DraftLengthPolicy, DraftPlan, Verified
 
 __all__ = ["PerRequestDraftLength", "StepCostModel"]
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from vllm_bass.proposer.draft_sync import (DraftKVDebt, SkippedTokens, apply_catch_up,
+from vllm_bass.drafter.draft_sync import (DraftKVDebt, SkippedTokens, apply_catch_up,
                                            extend_queries)
 
 pytestmark = [pytest.mark.cpu]
@@ -120,7 +120,7 @@ def test_extended_first_pass_matches_longhand(seed, tokens_on_device):
 
 
 def test_extend_queries_layout_small():
-    from vllm_bass.proposer.draft_sync import CatchUp
+    from vllm_bass.drafter.draft_sync import CatchUp
 
     catch_up = CatchUp(np.array([2, 0, 1]), np.array([5, 9, 3]), np.array([7, 8, 6]))
     new_qsl, source, missed = extend_queries(np.array([0, 1, 3, 4]), catch_up)

@@ -108,27 +108,3 @@ class BassAlgorithm1(DraftLengthPolicy):
 
     def plan(self, req_ids: list[str]) -> DraftPlan:
         return DraftPlan(self.length)
-
-
-def make_policy(bass_config) -> DraftLengthPolicy:
-    """The configured policy; `bass` and `fixed` are wrapped in `AutoOff` when auto_off is on
-    (they always draft by themselves), `per_request` switches off within its optimisation."""
-    name = bass_config.draft_length_policy
-    k_max = bass_config.num_speculative_tokens
-    if name == "per_request":
-        from vllm_bass.proposer.per_request import PerRequestDraftLength
-
-        return PerRequestDraftLength(bass_config)
-    if name == "fixed":
-        policy: DraftLengthPolicy = FixedDraftLength(k_max)
-    elif name == "bass":
-        policy = BassAlgorithm1(bass_config.initial_draft_length,
-                                bass_config.draft_length_increment, k_max,
-                                bass_config.draft_length_shrink_divisor)
-    else:
-        raise ValueError(f"unknown draft_length_policy {name!r}")
-    if bass_config.auto_off:
-        from vllm_bass.proposer.auto_off import AutoOff
-
-        policy = AutoOff(policy, bass_config)
-    return policy

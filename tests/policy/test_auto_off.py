@@ -8,20 +8,20 @@ import random
 import pytest
 
 from vllm_bass.config import BassConfig
-from vllm_bass.proposer.auto_off import (
+from vllm_bass.policy.auto_off import (
     AcceptanceEstimates,
     AutoOff,
     ProbeSchedule,
     expected_tokens,
 )
-from vllm_bass.proposer.cost_model import StepCostModel
-from vllm_bass.proposer.per_request import PerRequestDraftLength
-from vllm_bass.proposer.policies import (
+from vllm_bass.policy.cost_model import StepCostModel
+from vllm_bass.policy.per_request import PerRequestDraftLength
+from vllm_bass.policy.factory import make_policy
+from vllm_bass.policy.policies import (
     BassAlgorithm1,
     DraftPlan,
     FixedDraftLength,
     Verified,
-    make_policy,
 )
 
 pytestmark = [pytest.mark.cpu]
@@ -257,7 +257,7 @@ def test_async_measurement_takes_two_consecutive_off_steps():
 
 
 def test_forced_off_cycle_test_aid():
-    from vllm_bass.proposer.auto_off import with_test_off_cycle
+    from vllm_bass.policy.auto_off import with_test_off_cycle
 
     bare = FixedDraftLength(3)
     assert with_test_off_cycle(bare, {}) is bare

@@ -5,8 +5,8 @@ import random
 import numpy as np
 import pytest
 
-from vllm_bass.proposer.cost_model import StepCostEstimator, batch_bucket, nonnegative_solve
-from vllm_bass.proposer.per_request import StepCostModel
+from vllm_bass.policy.cost_model import StepCostEstimator, batch_bucket, nonnegative_solve
+from vllm_bass.policy.per_request import StepCostModel
 
 pytestmark = [pytest.mark.cpu]
 

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from vllm_bass.config import BassConfig
-from vllm_bass.proposer.per_request import PerRequestDraftLength, StepCostModel
-from vllm_bass.proposer.policies import BassAlgorithm1, FixedDraftLength, Verified, make_policy
+from vllm_bass.policy.per_request import PerRequestDraftLength, StepCostModel
+from vllm_bass.policy.factory import make_policy
+from vllm_bass.policy.policies import BassAlgorithm1, FixedDraftLength, Verified
 
 pytestmark = [pytest.mark.cpu]
 
@@ -47,7 +48,7 @@ def test_fixed_and_factory():
     assert FixedDraftLength(5).plan(["a", "b"]).batch_length == 5
     cfg = BassConfig(draft_model="d", num_speculative_tokens=12, draft_length_policy="bass",
                      initial_draft_length=4, draft_length_increment=3, auto_off=False)
-    p = make_policy(cfg)  # auto_off=True wraps it (tests/proposer/test_auto_off.py)
+    p = make_policy(cfg)  # auto_off=True wraps it (tests/policy/test_auto_off.py)
     assert isinstance(p, BassAlgorithm1) and p.length == 4 and p.limit == 12
     assert step(p, [4]) == 7 and step(p, [7]) == 10 and step(p, [10]) == 12
 
@@ -122,7 +123,7 @@ def test_per_request_auto_off_can_be_disabled():
 def test_algorithm1_history_is_bounded():
     """A long-running server observes millions of steps: the length history keeps the last
     HISTORY_LENGTH only."""
-    from vllm_bass.proposer.policies import HISTORY_LENGTH, BassAlgorithm1, Verified
+    from vllm_bass.policy.policies import HISTORY_LENGTH, BassAlgorithm1, Verified
 
     p = BassAlgorithm1()
     for step in range(3 * HISTORY_LENGTH):

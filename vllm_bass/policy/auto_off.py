@@ -18,8 +18,8 @@ makes every step slower. The pieces here are shared by every draft-length policy
 
 from __future__ import annotations
 
-from vllm_bass.proposer.cost_model import PRIOR_COSTS, StepCostModel
-from vllm_bass.proposer.policies import DraftLengthPolicy, DraftPlan, Verified
+from vllm_bass.policy.cost_model import PRIOR_COSTS, StepCostModel
+from vllm_bass.policy.policies import DraftLengthPolicy, DraftPlan, Verified
 
 PROBE_INTERVAL = 16  # consecutive off-steps before one probing step
 MAX_PROBE_INTERVAL = 256  # after failed probes the interval doubles up to this
