@@ -58,8 +58,8 @@ case "${1:-}" in
     timeout 330 python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_vllm_smoke" \
       --systems bass_default,bass_vllm_draft_loop,vllm_k5 --drafts 4x1024 \
       --acceptance 0.8 --batches 1,8,32,64 2>&1 | tee "$W/vs_vllm_smoke.log"
-    timeout 200 python3 -m pytest -m gpu -v -rs -p no:cacheprovider -x \
-      tests/test_engine_draft_graphs.py 2>&1 | tee "$W/gpu_tests_draft_graphs.txt"
+    timeout 300 python3 -m pytest -m gpu -v -rs -p no:cacheprovider -x \
+      tests/test_engine_draft_graphs.py tests/test_engine_draft_graphs_fa3.py 2>&1 | tee "$W/gpu_tests_draft_graphs.txt"
     pack draftgraphs ;;
   vs_vllm)  # issue 13's decision benchmark; VS_ARGS picks the slice (--systems, --drafts ...)
     timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_vllm" \

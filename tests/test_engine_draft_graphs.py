@@ -41,3 +41,4 @@ def test_greedy_identical_with_graphs_and_default_policy(graph_baseline):
                      metrics=True)
     _assert_same(graph_baseline, got, "defaults, draft step graphs")
     assert metric(got["metrics"], "vllm:spec_decode_num_draft_tokens") > 0
+
