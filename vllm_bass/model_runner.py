@@ -223,13 +223,19 @@ class BassModelRunnerMixin:
         return int(owed_next.sum()) + 2 * len(req_ids) <= drafter.max_num_tokens
 
     def _bass_forget_finished(self, req_ids: list[str]) -> None:
+        """Per-request state of requests that left the batch: the draft-KV debt, the
+        skipped-token record and the synthetic sampler's group (a returning request gets
+        the same group again: asked for, or derived from its id)."""
         current = set(req_ids)
         debt = getattr(getattr(self, "drafter", None), "bass_kv_debt", None)
-        if debt is not None:
-            for gone in self._bass_known_reqs - current:
+        sampler_forget = getattr(getattr(self, "rejection_sampler", None), "forget", None)
+        for gone in self._bass_known_reqs - current:
+            if debt is not None:
                 debt.forget(gone)
-                if self._bass_skipped is not None:
-                    self._bass_skipped.forget(gone)
+            if self._bass_skipped is not None:
+                self._bass_skipped.forget(gone)
+            if sampler_forget is not None:
+                sampler_forget(gone)
         self._bass_known_reqs = current
 
     def _sample(self, logits, spec_decode_metadata):
@@ -243,7 +249,6 @@ class BassModelRunnerMixin:
                 ((self.requests[r].sampling_params.extra_args or {}).get(SYNTHETIC_GROUP_KEY)
                  if r in self.requests and self.requests[r].sampling_params is not None
                  else None) for r in req_ids]
-            sampler.forget_finished(self.requests.keys())
         if self._bass_trace is None:
             return super()._sample(logits, spec_decode_metadata)
         token = self._bass_trace.begin("sample")

@@ -48,7 +48,7 @@ class DraftStepGraphs:
         self.logits: torch.Tensor | None = None  # [rows, vocab], written by every step
         self.block_table: torch.Tensor | None = None  # allocated with the block size
         self.query_start_loc_cpu = torch.from_numpy(np.arange(rows + 1, dtype=np.int32))
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}  # by size, ascending
         self.max_seq_len = 0  # eager steps: the batch's longest sequence (host side)
         from vllm_bass.kernels import draft_step_update as op
 
@@ -60,10 +60,7 @@ class DraftStepGraphs:
         None when no graph is that large."""
         if not self.use_graphs:
             return num_reqs if num_reqs <= self.max_rows else None
-        for size in sorted(self.graphs):
-            if size >= num_reqs:
-                return size
-        return None
+        return next((size for size in self.graphs if size >= num_reqs), None)
 
     def _ensure_block_table(self, width: int) -> None:
         if self.block_table is None:
@@ -73,14 +70,13 @@ class DraftStepGraphs:
                                            dtype=torch.int32, device=d.device)
 
     # -- per drafting step ------------------------------------------------------------------
-    def load(self, num_reqs: int, positions: torch.Tensor, seq_lens: torch.Tensor,
-             block_table: torch.Tensor, first_tokens: torch.Tensor, max_seq_len: int) -> int:
-        """Copy the state after the drafter's first pass into the persistent buffers:
-        `positions` are those of the tokens just sampled, `seq_lens` count them as
-        not yet in the draft's KV. Returns the rows a step runs over."""
+    def load(self, num_reqs: int, rows: int, positions: torch.Tensor,
+             seq_lens: torch.Tensor, block_table: torch.Tensor, first_tokens: torch.Tensor,
+             max_seq_len: int) -> None:
+        """Copy the state after the drafter's first pass into the persistent buffers
+        (`rows` = padded_rows(num_reqs), what a step runs over): `positions` are those of
+        the tokens just sampled, `seq_lens` count them as not yet in the draft's KV."""
         d = self.drafter
-        rows = self.padded_rows(num_reqs)
-        assert rows is not None
         self._ensure_block_table(block_table.shape[1])
         width = min(block_table.shape[1], self.block_table.shape[1])
         self.block_table[:num_reqs, :width].copy_(block_table[:num_reqs, :width],
@@ -94,7 +90,6 @@ class DraftStepGraphs:
         d.input_ids[:num_reqs].copy_(first_tokens[:num_reqs], non_blocking=True)
         self.num_reqs.fill_(num_reqs)
         self.max_seq_len = max_seq_len
-        return rows
 
     def step(self, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
         """One draft step over `rows`: returns (logits [rows, V], greedy tokens [rows]);
@@ -185,12 +180,13 @@ class DraftStepGraphs:
                         self._forward(rows, d.max_model_len)
                     self.graphs[rows] = graph
                 torch.cuda.synchronize()
+            self.graphs = dict(sorted(self.graphs.items()))  # padded_rows: smallest first
         finally:
             capturing_uniform_batch.reset(uniform)
             self.seq_lens.zero_()
             self.num_reqs.zero_()
         logger.info("vllm-bass: captured full CUDA graphs of the draft step for batch sizes "
-                    "%s", sorted(self.graphs))
+                    "%s", list(self.graphs))
 
 
 @contextlib.contextmanager

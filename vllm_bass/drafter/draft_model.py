@@ -68,14 +68,12 @@ class BassDraftModelProposer(DraftModelProposer):
     _bass_first_pass: tuple | None = None  # what set_inputs_first_pass returned last
 
     def bass_can_use_step_graphs(self) -> bool:
-        """Our draft loop covers the plain draft-model chain: one token per request and
-        step, 1-D positions, token inputs only, greedy argmax over the full vocabulary,
-        no expert load balancing and no data parallelism (vLLM's loop pads across DP
-        ranks)."""
+        """Our draft loop covers the plain draft-model chain: what the catch-up needs (the
+        extra-slot first pass, 1-D positions, token inputs only, one vocabulary), plus a
+        greedy argmax over the full vocabulary, advancing positions, no expert load
+        balancing and no data parallelism (vLLM's loop pads across DP ranks)."""
         return bool(
-            self.method == "draft_model" and self.needs_extra_input_slots
-            and not self.pass_hidden_states_to_model and not self.parallel_drafting
-            and not self.supports_mm_inputs and not self.use_heterogeneous_vocab
+            self.bass_can_catch_up() and self.method == "draft_model"
             and not self.use_local_argmax_reduction and not self.constant_draft_positions
             and not self.uses_mrope and not self.uses_xdrope_dim
             and self.eplb_state is None
@@ -112,11 +110,11 @@ class BassDraftModelProposer(DraftModelProposer):
                 catch_up, target_token_ids, target_positions, common_attn_metadata,
                 self.block_size)
         steps = self.bass_step_graphs
-        batch = common_attn_metadata.batch_size()
-        if (steps is not None and num_speculative_tokens > 1
-                and steps.padded_rows(batch) is not None):
+        rows = (steps.padded_rows(common_attn_metadata.batch_size())
+                if steps is not None and num_speculative_tokens > 1 else None)
+        if rows is not None:
             return self._bass_propose_with_step_graphs(
-                steps, num_speculative_tokens, target_token_ids, target_positions,
+                steps, rows, num_speculative_tokens, target_token_ids, target_positions,
                 target_hidden_states, next_token_ids, token_indices_to_sample,
                 common_attn_metadata, sampling_metadata, mm_embed_inputs,
                 num_rejected_tokens_gpu, slot_mappings)
@@ -128,7 +126,8 @@ class BassDraftModelProposer(DraftModelProposer):
             mm_embed_inputs=mm_embed_inputs, num_rejected_tokens_gpu=num_rejected_tokens_gpu,
             slot_mappings=slot_mappings)
 
-    def _bass_propose_with_step_graphs(self, steps, num_speculative_tokens, target_token_ids,
+    def _bass_propose_with_step_graphs(self, steps, rows, num_speculative_tokens,
+                                       target_token_ids,
                                        target_positions, target_hidden_states,
                                        next_token_ids, token_indices_to_sample,
                                        common_attn_metadata, sampling_metadata,
@@ -153,8 +152,8 @@ class BassDraftModelProposer(DraftModelProposer):
         if num_rejected_tokens_gpu is not None:
             seq_lens = seq_lens - num_rejected_tokens_gpu  # as vLLM's loop (padded batch)
         first_tokens = first[:, 0]
-        rows = steps.load(batch, self.positions[sampled_at], seq_lens,
-                          cad.block_table_tensor, first_tokens, cad.max_seq_len)
+        steps.load(batch, rows, self.positions[sampled_at], seq_lens,
+                   cad.block_table_tensor, first_tokens, cad.max_seq_len)
         tokens = [first_tokens]
         first_q = self._last_draft_probs
         probs = None if first_q is None else [first_q[:, 0]]

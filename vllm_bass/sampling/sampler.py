@@ -73,7 +73,7 @@ class BassRejectionSampler(RejectionSampler):
                 dtype=torch.float64, device=device)
         self.synthetic_mode = self.synthetic_groups is not None
         # request id -> synthetic group, so a request keeps its acceptance rates for life
-        # (the runner drops finished requests: `forget`)
+        # (the runner drops requests that left the batch: `forget`)
         self.request_groups: dict[str, int] = {}
         self.current_req_ids: list[str] = []
         # the group each current request asked for (SamplingParams.extra_args
@@ -95,11 +95,9 @@ class BassRejectionSampler(RejectionSampler):
             idx.append(self.request_groups[rid])
         return self.synthetic_groups[to_device(idx, self.synthetic_groups.device, torch.long)]
 
-    def forget_finished(self, live_req_ids: set[str]) -> None:
-        """Bounded state: drop the groups of requests that are gone."""
-        if len(self.request_groups) > len(live_req_ids):
-            for rid in [r for r in self.request_groups if r not in live_req_ids]:
-                del self.request_groups[rid]
+    def forget(self, req_id: str) -> None:
+        """Bounded state: a request that left the batch keeps no group here."""
+        self.request_groups.pop(req_id, None)
 
     def forward(self, metadata, draft_probs, logits, sampling_metadata) -> SamplerOutput:
         assert metadata.max_spec_len <= MAX_SPEC_LEN
