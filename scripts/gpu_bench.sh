@@ -11,6 +11,8 @@
 #                                       # attention for the target only (attention: target)
 #   bash scripts/gpu_bench.sh draftgraphs  # session 8: BASS with and without the drafter's
 #                                       # step graphs vs vLLM K=5 (one setting), their tests
+#   bash scripts/gpu_bench.sh profile   # session 9: FA3 draft-graph test; py-spy of BASS and
+#                                       # vLLM K=3 at batch 8/32 (carry .pyspy)
 #   VS_ARGS="--systems ..." bash scripts/gpu_bench.sh vs_vllm  # a slice of issue 13's matrix
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
 #                                       # the any-batch grid vs the direct grid),
@@ -61,9 +63,22 @@ case "${1:-}" in
     timeout 300 python3 -m pytest -m gpu -v -rs -p no:cacheprovider -x \
       tests/test_engine_draft_graphs.py tests/test_engine_draft_graphs_fa3.py 2>&1 | tee "$W/gpu_tests_draft_graphs.txt"
     pack draftgraphs ;;
+  profile)  # session 9: the FA3 draft-graph test, then where BASS's host time goes at batch
+    # 8/32 (py-spy over the engine processes; carry .pyspy, an unpacked py-spy wheel)
+    timeout 200 python3 -m pytest -m gpu -v -rs -p no:cacheprovider -x \
+      tests/test_engine_draft_graphs_fa3.py 2>&1 | tee "$W/gpu_tests_draft_graphs_fa3.txt"
+    SPY=/tmp/py-spy; python3 -c "import lzma,shutil; shutil.copyfileobj(lzma.open('.pyspy/py-spy.xz'), open('/tmp/py-spy','wb'))" && chmod +x $SPY
+    mkdir -p "$W/traces"
+    for sys_ in bass_default vllm_k3; do
+      timeout "${PROFILE_TIMEOUT:-170}" $SPY record --nonblocking --subprocesses -r 250 \
+        -f raw -o "$W/pyspy_$sys_.txt" -- python3 benchmarks/e2e/vs_vllm.py \
+        --out "$W/vs_vllm_profile" --systems $sys_ --drafts 4x1024 --acceptance 0.8 \
+        --batches 8,32 --repeats 3 --trace-dir "$W/traces" 2>&1 | tee -a "$W/profile.log"
+    done
+    pack profile ;;
   vs_vllm)  # issue 13's decision benchmark; VS_ARGS picks the slice (--systems, --drafts ...)
     timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_vllm" \
       $VS_ARGS 2>&1 | tee "$W/vs_vllm.log"
     pack vs_vllm ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|vs_vllm" >&2; exit 2 ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm" >&2; exit 2 ;;
 esac

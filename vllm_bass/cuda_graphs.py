@@ -33,6 +33,7 @@ class BassCudagraphDispatcher:
     """Mixed in front of vLLM's CudagraphDispatcher (instance class swap)."""
 
     capturing: Any = None  # the CUDAGraphMode vLLM is capturing now, else None
+    last_mode: Any = None  # the mode of the last dispatch (the runner's phase trace reads it)
 
     def dispatch(self, num_tokens, uniform_decode=False, has_lora=False, num_active_loras=0,
                  valid_modes=None, invalid_modes=None):
@@ -40,8 +41,10 @@ class BassCudagraphDispatcher:
 
         if self.capturing == CUDAGraphMode.PIECEWISE:
             invalid_modes = set(invalid_modes or ()) | {CUDAGraphMode.FULL}
-        return super().dispatch(num_tokens, uniform_decode, has_lora, num_active_loras,
-                                valid_modes, invalid_modes)
+        mode, descriptor = super().dispatch(num_tokens, uniform_decode, has_lora,
+                                            num_active_loras, valid_modes, invalid_modes)
+        self.last_mode = mode
+        return mode, descriptor
 
 
 _DISPATCHER_CLASSES: dict[type, type] = {}

@@ -141,6 +141,8 @@ class BassModelRunnerMixin:
             return super().execute_model(scheduler_output, *args, **kwargs)
         finally:
             trace.end(token)
+            mode = getattr(getattr(self, "cudagraph_dispatcher", None), "last_mode", None)
+            trace.graph_mode = -1 if mode is None else int(getattr(mode, "value", mode))
 
     def propose_draft_token_ids(self, *args, **kwargs):
         trace = self._bass_trace

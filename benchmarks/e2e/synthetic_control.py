@@ -2,15 +2,20 @@
 engine, so one engine (one start-up, one set of CUDA graphs) is measured at several
 acceptance settings. Loaded into vLLM's workers through `worker_extension_cls`, the same
 way for vLLM's own draft_model speculation and for BASS; called with
-`llm.collective_rpc("bench_set_synthetic_acceptance", args=(groups,))`.
+`llm.collective_rpc("bench_set_synthetic_acceptance", args=(groups, per_request))`.
 
-`groups` is a list of unconditional rate lists (P(the first j drafts accepted)). BASS keeps
-one rate list per group and each request its group (SamplingParams.extra_args
-["bass_synthetic_group"]); vLLM takes one list per engine, so it gets the groups' average
-(per position) -- the batch-average acceptance of a heterogeneous mix.
+`groups` is a list of unconditional rate lists (P(the first j drafts accepted)); a request
+belongs to group `SamplingParams.extra_args["bass_synthetic_group"]`. BASS keeps one rate
+list per group. vLLM takes one conditional list per engine; with `per_request` this
+extension gives it the same per-request process as BASS (benchmark-only: vLLM's rate list
+set to 1 and each request's uniforms divided by its group's conditional rate, so a draft
+token is accepted with exactly its group's probability), else the groups' per-position
+average (the batch-average acceptance of a heterogeneous mix).
 """
 
 from __future__ import annotations
+
+GROUP_KEY = "bass_synthetic_group"  # = vllm_bass.sampling.sampler.SYNTHETIC_GROUP_KEY
 
 
 def average_rates(groups: list[list[float]], length: int) -> list[float]:
@@ -18,8 +23,14 @@ def average_rates(groups: list[list[float]], length: int) -> list[float]:
             for j in range(length)]
 
 
+def conditional(unconditional: list[float], length: int) -> list[float]:
+    u = list(unconditional[:length]) + [0.0] * max(0, length - len(unconditional))
+    return [u[0]] + [u[j] / u[j - 1] if u[j - 1] > 0 else 0.0 for j in range(1, length)]
+
+
 class SyntheticAcceptanceControl:
-    def bench_set_synthetic_acceptance(self, groups: list[list[float]]) -> str:
+    def bench_set_synthetic_acceptance(self, groups: list[list[float]],
+                                       per_request: bool = True) -> str:
         import torch
 
         sampler = self.model_runner.rejection_sampler
@@ -35,8 +46,37 @@ class SyntheticAcceptanceControl:
         rates = sampler.synthetic_conditional_rates  # vLLM: one conditional list
         assert rates is not None, "the engine was not started with synthetic acceptance"
         k = rates.shape[0]
-        mean = average_rates(groups, k)
-        conditional = [mean[0]] + [mean[j] / mean[j - 1] if mean[j - 1] > 0 else 0.0
-                                   for j in range(1, k)]
-        rates.copy_(torch.tensor(conditional, dtype=rates.dtype))
+        if per_request and len(groups) > 1:
+            rates.fill_(1.0)
+            _install_per_request_uniforms(self.model_runner,
+                                          [conditional(g, k) for g in groups])
+            return "vllm_per_request"
+        _install_per_request_uniforms(self.model_runner, None)
+        rates.copy_(torch.tensor(conditional(average_rates(groups, k), k), dtype=rates.dtype))
         return "vllm"
+
+
+def _install_per_request_uniforms(runner, group_rates: list[list[float]] | None) -> None:
+    """vLLM's rejection sampler accepts draft j of a request when u < rate[j]; with the
+    rates at 1, dividing u by the request's own conditional rate makes that u < its rate."""
+    import torch
+    from vllm.v1.sample import rejection_sampler as module
+
+    original = getattr(module, "_bench_original_uniforms", module.generate_uniform_probs)
+    module._bench_original_uniforms = original
+    if group_rates is None:
+        module.generate_uniform_probs = original
+        return
+    table = torch.tensor(group_rates, dtype=torch.float64)
+
+    def per_request_uniforms(num_tokens, num_draft_tokens, generators, device):
+        u = original(num_tokens, num_draft_tokens, generators, device)
+        divisors = []
+        for rid, n in zip(runner.input_batch.req_ids, num_draft_tokens):
+            extra = runner.requests[rid].sampling_params.extra_args or {}
+            divisors.append(table[int(extra.get(GROUP_KEY, 0)) % len(table), :n])
+        if divisors:
+            u = u / torch.cat(divisors).to(device=u.device, non_blocking=True)
+        return u
+
+    module.generate_uniform_probs = per_request_uniforms

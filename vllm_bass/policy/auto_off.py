@@ -10,7 +10,9 @@ makes every step slower. The pieces here are shared by every draft-length policy
     improve; every `interval`-th consecutive off-step is a probing step that drafts again.
     The other way round, while speculation stays on, the cost of a plain step is not
     measured; when the scheduler reports too little off-step evidence for this batch size,
-    one on-step in `measure_interval` is taken off to measure it;
+    one on-step in `measure_interval` is taken off to measure it, unless the plan is
+    predicted far enough ahead of plain decoding (CONFIDENT_SPEEDUP) that the measurement
+    could not turn speculation off;
   * `AutoOff`: wraps a batch-length policy (`bass`, `fixed`) and switches the whole batch off
     when the inner plan's expected token rate is below plain decoding's.
 `per_request` builds auto-off into its own optimisation (lengths of 0) and uses the first two.
@@ -24,6 +26,13 @@ from vllm_bass.policy.policies import DraftLengthPolicy, DraftPlan, Verified
 PROBE_INTERVAL = 16  # consecutive off-steps before one probing step
 MAX_PROBE_INTERVAL = 256  # after failed probes the interval doubles up to this
 MEASURE_OFF_INTERVAL = 8  # consecutive on-steps before one measuring off-step, when needed
+# Predicted speedup over plain decoding above which no off-step is taken to measure plain
+# decoding: without off-steps the fit splits a drafting step's fixed cost between the plain
+# step and the draft's first pass by the prior's shape, an error of ~10-15% of a plain step
+# on the H100 traces, which cannot turn a plan predicted 1.3x faster into a slower one. An
+# off-step at alpha 0.8 gives up ~3.5 tokens per sequence: measuring every ~40 steps cost
+# 5-11% of the steps (session 9, H100, batch 8-32).
+CONFIDENT_SPEEDUP = 1.3
 
 
 class AcceptanceEstimates:
@@ -115,7 +124,9 @@ class ProbeSchedule:
         self.measure_steps = 1
         self._measuring = 0
 
-    def measure_off_due(self, off: bool) -> bool:
+    def measure_off_due(self, off: bool, confident: bool = False) -> bool:
+        """`confident`: the plan is predicted so far ahead of plain decoding that measuring
+        plain decoding could not change the decision (CONFIDENT_SPEEDUP)."""
         if self._measuring:
             self._measuring -= 1
             return True
@@ -123,7 +134,7 @@ class ProbeSchedule:
             self.steps_on = 0
             return False
         self.steps_on += 1
-        if self.need_off_sample and self.steps_on >= self.measure_interval:
+        if self.need_off_sample and not confident and self.steps_on >= self.measure_interval:
             self.steps_on = 0
             self.need_off_sample = False  # one per request from the scheduler
             self._measuring = self.measure_steps - 1
@@ -161,6 +172,14 @@ def expected_tokens(alpha: float, length: int) -> float:
     if a >= 1.0:
         return 1.0 + length
     return 1.0 + a * (1.0 - a ** length) / (1.0 - a)
+
+
+def predicted_speedup(cost: StepCostModel, alphas: list[float], lengths: list[int]) -> float:
+    """Expected tokens per unit time drafting `lengths` over plain decoding's (n / base)."""
+    if not lengths or not any(lengths):
+        return 1.0
+    tokens = sum(expected_tokens(a, n) for a, n in zip(alphas, lengths))
+    return tokens * cost.base / (len(lengths) * cost.step_time(lengths))
 
 
 class AutoOff(DraftLengthPolicy):
@@ -202,21 +221,23 @@ class AutoOff(DraftLengthPolicy):
         self.estimates.forget(req_id)
         self.inner.forget(req_id)
 
+    def speedup(self, req_ids: list[str], plan: DraftPlan) -> float:
+        """Predicted token rate of `plan` over plain decoding's (1.0 for no drafts)."""
+        lengths = [max(0, min(plan.length_for(r), self.k_max)) for r in req_ids]
+        return predicted_speedup(self.cost, [self.estimates.alpha(r) for r in req_ids],
+                                 lengths)
+
     def pays(self, req_ids: list[str], plan: DraftPlan) -> bool:
         """Whether `plan` is predicted to emit tokens at least as fast as plain decoding."""
-        lengths = [max(0, min(plan.length_for(r), self.k_max)) for r in req_ids]
-        if not any(lengths):
-            return True  # nothing to switch off
-        alpha = self.estimates.alpha
-        tokens = sum(expected_tokens(alpha(r), n) for r, n in zip(req_ids, lengths))
-        return tokens * self.cost.base >= len(req_ids) * self.cost.step_time(lengths)
+        return self.speedup(req_ids, plan) >= 1.0
 
     def plan(self, req_ids: list[str]) -> DraftPlan:
         plan = self.inner.plan(req_ids)
-        off = bool(req_ids) and not self.pays(req_ids, plan)
+        speedup = self.speedup(req_ids, plan) if req_ids else 1.0
+        off = bool(req_ids) and speedup < 1.0
         if self.probes.probe_due(off):
             return DraftPlan(1, probe=True)  # the cheapest draft that re-measures acceptance
-        if self.probes.measure_off_due(off) or off:
+        if self.probes.measure_off_due(off, speedup >= CONFIDENT_SPEEDUP) or off:
             return DraftPlan(0)
         return plan
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vllm_bass.policy.auto_off import AcceptanceEstimates, ProbeSchedule
+from vllm_bass.policy.auto_off import (CONFIDENT_SPEEDUP, AcceptanceEstimates, ProbeSchedule,
+                                       predicted_speedup)
 from vllm_bass.policy.cost_model import PRIOR_COSTS, StepCostModel
 from vllm_bass.policy.policies import DraftLengthPolicy, DraftPlan, Verified
 
@@ -38,6 +39,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self.probes = ProbeSchedule()  # all lengths 0: probe with length 1 now and then
         self._last_key: tuple | None = None
         self._last_lengths: list[int] = []
+        self._last_speedup = 1.0
 
     @property
     def probe_interval(self) -> int:
@@ -102,14 +104,16 @@ class PerRequestDraftLength(DraftLengthPolicy):
         key = (tuple(req_ids), self.estimates.version, self.cost)
         if self._last_key != key:
             self._last_key = key
-            self._last_lengths = [max(self.min_length, n) for n in
-                                  self.best_lengths([self.alpha(r) for r in req_ids])]
+            alphas = [self.alpha(r) for r in req_ids]
+            self._last_lengths = [max(self.min_length, n) for n in self.best_lengths(alphas)]
+            self._last_speedup = predicted_speedup(self.cost, alphas, self._last_lengths)
         lengths = list(self._last_lengths)
         off = bool(req_ids) and not any(lengths)
         probe = self.probes.probe_due(off)
         if probe:
             lengths = [1] * len(req_ids)  # re-measure acceptance now and then
-        elif self.min_length == 0 and self.probes.measure_off_due(off):
+        elif self.min_length == 0 and self.probes.measure_off_due(
+                off, self._last_speedup >= CONFIDENT_SPEEDUP):
             lengths = [0] * len(req_ids)  # measure what plain decoding costs
         per_request = dict(zip(req_ids, lengths))
         return DraftPlan(max(lengths, default=0), per_request, probe)

@@ -2,7 +2,8 @@
 
 With `VLLM_BASS_STEP_TRACE=FILE`, the runner appends to `FILE.runner` one line per step:
 `start_s,num_reqs,verified_length,forward_cpu_ms,sample_cpu_ms,draft_cpu_ms,forward_gpu_ms,
-sample_gpu_ms,draft_gpu_ms` (verified_length: the draft length this step verifies) -- host time spent in each phase (Python + launches) and the
+sample_gpu_ms,draft_gpu_ms,graph_mode` (graph_mode: the CUDA-graph mode the target's forward was
+dispatched to, 0 none, 1 piecewise, 2 full, -1 unknown; verified_length: the draft length this step verifies) -- host time spent in each phase (Python + launches) and the
 device time between CUDA events at the phase boundaries. A step is written once its events
 have completed (`Event.query`), never by waiting for them: `elapsed_time` on an unfinished
 event synchronises, which under async scheduling serialised host and GPU and so measured
@@ -99,6 +100,7 @@ class PhaseTrace:
         self.events: dict[str, tuple] = {}
         self.num_reqs = 0
         self.drafted = 0
+        self.graph_mode = -1
 
     def begin(self, phase: str):
         ev = None
@@ -118,12 +120,13 @@ class PhaseTrace:
     def finish_step(self, num_reqs: int, drafted: int) -> None:
         """Called at the start of the next step: queue the step just run and write every
         queued step whose events have completed, oldest first (no device wait)."""
-        self.pending.append((self.start, num_reqs, drafted, self.cpu, self.events))
+        self.pending.append((self.start, num_reqs, drafted, self.cpu, self.events,
+                             self.graph_mode))
         self._reset()
         while self.pending and all(e1.query() for _, e1 in self.pending[0][4].values()):
-            start, n, d, cpu, events = self.pending.popleft()
+            start, n, d, cpu, events, mode = self.pending.popleft()
             gpu = [events[p][0].elapsed_time(events[p][1]) if p in events else 0.0
                    for p in PHASES]
             self.file.write(",".join([f"{start:.6f}", str(n), str(d)]
                                      + [f"{cpu[p]:.3f}" for p in PHASES]
-                                     + [f"{g:.3f}" for g in gpu]) + "\n")
+                                     + [f"{g:.3f}" for g in gpu] + [str(mode)]) + "\n")
