@@ -292,3 +292,29 @@ def test_compile_stalls_do_not_switch_speculation_off(policy, stall_repeats, jit
     assert rates[0] >= 1.25, f"{policy}: {rates[0]:.2f}x plain decoding without stalls"
     assert rates[1] >= 0.97 * rates[0], (
         f"{policy}: {rates[1]:.2f}x with stalls, {rates[0]:.2f}x without")
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+@pytest.mark.parametrize("policy", ["per_request", "bass"])
+def test_verification_stays_within_the_cuda_graph_token_budget(async_scheduling, policy):
+    """With CUDA graphs (budget = vLLM's largest capture size) no verification step holds
+    more tokens than the budget, whatever the policy asks; the drafter is told the cut
+    length and every request verifies at most what it was given."""
+    from vllm_bass.scheduler import verification_token_budget
+
+    sched = _scheduler(async_scheduling, draft_length_policy=policy, num_speculative_tokens=16,
+                       max_model_len=2048)
+    assert verification_token_budget(sched.vllm_config) is None  # the CPU: no graphs
+    sched.bass_token_budget = 30
+    for r in "abcd":
+        _add(sched, r, max_tokens=400)
+    log = _run(sched, 30, accepted={r: 99 for r in "abcd"})
+    decode = [(out, verified) for out, verified in log[3:]]
+    assert decode
+    assert any(out.num_spec_tokens_to_schedule > 0 for out, _ in decode)
+    for out, verified in decode:
+        assert sum(verified.values()) + len(out.num_scheduled_tokens) <= 30, verified
+    # without the cut these plans verify 4 x (1 + 7..16) tokens
+    sched.bass_token_budget = None
+    log = _run(sched, 10, accepted={r: 99 for r in "abcd"})
+    assert any(sum(v.values()) + len(out.num_scheduled_tokens) > 30 for out, v in log)

@@ -17,6 +17,8 @@ drafts need.
   (base class) and re-draft after resuming.
 * vLLM pads *new* decode requests to 1 + K tokens to keep full CUDA graphs; with adaptive
   lengths up to 32 that padding would waste a whole draft's verification, so it is off.
+* Token budget: a verification holds at most vLLM's largest CUDA-graph size in tokens
+  (`within_token_budget`): above it the step runs without graphs, 3-4x slower.
 * Step costs: every pure-decode step is timed (the period between the ends of consecutive
   steps' `update_from_output`, which in async mode is the pipelined step time) and fitted by
   `StepCostEstimator`; the policy uses the relative cost model for the step's batch size to
@@ -40,7 +42,7 @@ from vllm_bass.config import bass_config_from_vllm
 from vllm_bass.policy.auto_off import with_test_off_cycle
 from vllm_bass.policy.cost_model import StepCostEstimator
 from vllm_bass.policy.factory import make_policy
-from vllm_bass.policy.policies import DraftPlan, Verified
+from vllm_bass.policy.policies import DraftPlan, Verified, within_token_budget
 from vllm_bass.utils.steps import decode_tokens
 
 # Decayed count of measured off-steps (per batch bucket) below which auto-off takes an
@@ -64,6 +66,19 @@ def verified_from_output(scheduled_spec: dict[str, list[int]], sampled_token_ids
         out.append(Verified(rid, len(drafts), max(0, min(len(generated) - 1, len(drafts))),
                             probe))
     return out
+
+
+def verification_token_budget(vllm_config) -> int | None:
+    """The most tokens a verification step may hold and still replay a CUDA graph (vLLM's
+    largest capture size; None without graphs: eager engines, the CPU)."""
+    from vllm.config import CUDAGraphMode
+
+    compilation = vllm_config.compilation_config
+    size = getattr(compilation, "max_cudagraph_capture_size", None)
+    if (not size or getattr(vllm_config.model_config, "enforce_eager", False)
+            or compilation.cudagraph_mode in (None, CUDAGraphMode.NONE)):
+        return None
+    return int(size)
 
 
 class BassScheduler(Scheduler):
@@ -98,6 +113,7 @@ class BassScheduler(Scheduler):
         self.bass_plan = DraftPlan(self.num_spec_tokens)
         self._bass_known_reqs: set[str] = set()
         self.bass_costs = StepCostEstimator()
+        self.bass_token_budget = verification_token_budget(self.vllm_config)
         self._bass_last_end: float | None = None  # end of the previous update_from_output
         # Diagnostics: VLLM_BASS_STEP_TRACE=FILE appends
         # "end_s,batch,draft_steps,verify_tokens,ms" for every timed step (what the cost
@@ -138,6 +154,10 @@ class BassScheduler(Scheduler):
         # the step scheduled now verifies the drafts of the previous plan
         out.bass_verified_probe = self.bass_plan.probe
         plan = policy.plan(req_ids) if req_ids else self.bass_plan
+        if req_ids and self.bass_token_budget is not None:
+            estimates = getattr(policy, "estimates", None)
+            plan = within_token_budget(plan, req_ids, self.bass_token_budget,
+                                       estimates.alpha if estimates is not None else None)
         self.bass_plan = plan
         if self._bass_plan_trace is not None and req_ids and self._bass_plans_left > 0:
             self._bass_plans_left -= 1

@@ -6,7 +6,7 @@ import pytest
 from vllm_bass.config import BassConfig
 from vllm_bass.policy.per_request import PerRequestDraftLength, StepCostModel
 from vllm_bass.policy.factory import make_policy
-from vllm_bass.policy.policies import BassAlgorithm1, FixedDraftLength, Verified
+from vllm_bass.policy.policies import BassAlgorithm1, DraftPlan, FixedDraftLength, Verified
 
 pytestmark = [pytest.mark.cpu]
 
@@ -129,3 +129,28 @@ def test_algorithm1_history_is_bounded():
     for step in range(3 * HISTORY_LENGTH):
         p.observe([Verified("r", p.length, p.length if step % 2 else 0)])
     assert len(p.history) == HISTORY_LENGTH and p.history[-1] == p.length
+
+
+def test_within_token_budget_keeps_the_most_valuable_draft_positions():
+    """A verification above the largest CUDA-graph size runs without graphs (3-4x slower on
+    the H100): plans are cut to the budget, keeping each sequence a prefix of its draft and
+    the positions of highest expected gain alpha^j."""
+    from vllm_bass.policy.policies import within_token_budget
+
+    ids = ["hi", "mid", "lo"]
+    alpha = {"hi": 0.9, "mid": 0.6, "lo": 0.3}.get
+    plan = DraftPlan(8, {"hi": 8, "mid": 8, "lo": 8})
+    assert within_token_budget(plan, ids, 27, alpha) is plan  # 3 + 24 fits
+    cut = within_token_budget(plan, ids, 3 + 10, alpha)
+    lengths = [cut.length_for(r) for r in ids]
+    assert sum(lengths) == 10 and lengths[0] >= lengths[1] >= lengths[2], lengths
+    # every kept position is worth at least every dropped one
+    kept = [alpha(r) ** j for r, n in zip(ids, lengths) for j in range(1, n + 1)]
+    dropped = [alpha(r) ** j for r, n in zip(ids, lengths) for j in range(n + 1, 9)]
+    assert min(kept) >= max(dropped)
+    assert cut.batch_length == max(lengths)
+    # batch-length plans: the longest uniform length that fits; no room: no drafts
+    assert within_token_budget(DraftPlan(7), ids, 3 + 10).batch_length == 3
+    assert within_token_budget(DraftPlan(7), ids, 2).batch_length == 0
+    assert within_token_budget(DraftPlan(7, probe=True), ids, 3 + 10).probe
+    assert within_token_budget(plan, ids, None, alpha) is plan

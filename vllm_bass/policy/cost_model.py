@@ -60,6 +60,8 @@ WINDOW = 192  # raw steps kept per bucket (forgetting 0.98: the oldest weigh 0.0
 OUTLIER_FACTOR = 4.0  # a step this many times its shape's fastest (or the model) is a stall
 FEW_STEPS = 3  # a shape seen this often or less is judged against the other shapes' model
 RARE_FACTOR = 2.0  # ... and, once the gross stalls are out, this far above it is a stall
+HUBER_K = 1.5  # residuals beyond this many robust standard deviations weigh less
+HUBER_ITERATIONS = 3
 PRIOR_COSTS = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.01,
                             draft_pass=0.05)
 
@@ -218,8 +220,10 @@ class StepCostEstimator:
         w = self.forget ** np.arange(len(ys) - 1, -1, -1, dtype=np.float64)
         ridge = self.prior_strength * np.eye(4)
 
-        def ridge_fit(mask: np.ndarray) -> np.ndarray:
+        def ridge_fit(mask: np.ndarray, robust: np.ndarray | None = None) -> np.ndarray:
             xm, ym, wm = xs[mask], ys[mask], w[mask]
+            if robust is not None:
+                wm = wm * robust[mask]
             mean_x = (wm @ xm) / wm.sum()
             theta0 = shape * ((wm @ ym) / wm.sum() / float(shape @ mean_x))
             xtx = (xm * wm[:, None]).T @ xm + ridge
@@ -228,7 +232,16 @@ class StepCostEstimator:
 
         keep = stall_mask(xs, ys, shape, ridge_fit)
         self.outliers = int((~keep).sum())
-        return ridge_fit(keep)
+        theta = ridge_fit(keep)
+        # Huber reweighting: step times under async scheduling are heavy-tailed (GC, late
+        # host work, smaller stalls than stall_mask's 4x); a few 1.5-3x steps of one shape
+        # moved the fitted cost per draft step by a factor of 2-6 (session 9's H100 trace)
+        for _ in range(HUBER_ITERATIONS):
+            residual = np.abs(ys - xs @ theta)
+            scale = 1.4826 * float(np.median(residual[keep])) + 1e-9
+            theta = ridge_fit(keep, np.minimum(1.0, HUBER_K * scale / np.maximum(residual,
+                                                                                  1e-12)))
+        return theta
 
     def off_weight(self, batch: int) -> float:
         """Decayed number of measured steps without drafting in this batch size's bucket."""

@@ -41,6 +41,35 @@ class DraftPlan:
         return self.per_request.get(req_id, self.batch_length)
 
 
+def within_token_budget(plan: DraftPlan, req_ids: list[str], budget: int | None,
+                        alpha=None) -> DraftPlan:
+    """`plan` cut so that the verification holds at most `budget` tokens (one per sequence
+    plus its drafts). The engine's budget is the largest CUDA-graph size: a verification
+    above it runs without graphs, 3-4x the time of one just below it (H100, 7B shape,
+    batch 64: 16-draft steps of 449-1024 tokens took 54 ms, 6-draft steps of 384 tokens 17 ms).
+    Per-request plans keep the draft positions of highest expected gain (alpha(req)^j, so
+    each sequence keeps a prefix); without `alpha`, the positions nearest the start."""
+    if budget is None or not req_ids:
+        return plan
+    room = budget - len(req_ids)
+    if plan.per_request is None:
+        if plan.batch_length * len(req_ids) <= room:
+            return plan
+        return DraftPlan(max(0, room // len(req_ids)), None, plan.probe)
+    lengths = [plan.length_for(r) for r in req_ids]
+    if sum(lengths) <= room:
+        return plan
+    gains = []
+    for i, (rid, n) in enumerate(zip(req_ids, lengths)):
+        a = alpha(rid) if alpha is not None else 0.5
+        gains.extend((a ** j, -j, i) for j in range(1, n + 1))
+    gains.sort(reverse=True)
+    kept = [0] * len(req_ids)
+    for _, _, i in gains[:max(0, room)]:
+        kept[i] += 1
+    return DraftPlan(max(kept, default=0), dict(zip(req_ids, kept)), plan.probe)
+
+
 class DraftLengthPolicy:
     name = "base"
 
