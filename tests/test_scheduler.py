@@ -306,6 +306,8 @@ def test_verification_stays_within_the_cuda_graph_token_budget(async_scheduling,
                        max_model_len=2048)
     assert verification_token_budget(sched.vllm_config) is None  # the CPU: no graphs
     sched.bass_token_budget = 30
+    if hasattr(sched.bass_policy, "token_budget"):
+        sched.bass_policy.token_budget = 30
     for r in "abcd":
         _add(sched, r, max_tokens=400)
     log = _run(sched, 30, accepted={r: 99 for r in "abcd"})
@@ -316,5 +318,7 @@ def test_verification_stays_within_the_cuda_graph_token_budget(async_scheduling,
         assert sum(verified.values()) + len(out.num_scheduled_tokens) <= 30, verified
     # without the cut these plans verify 4 x (1 + 7..16) tokens
     sched.bass_token_budget = None
+    if hasattr(sched.bass_policy, "token_budget"):
+        sched.bass_policy.token_budget = None
     log = _run(sched, 10, accepted={r: 99 for r in "abcd"})
     assert any(sum(v.values()) + len(out.num_scheduled_tokens) > 30 for out, v in log)

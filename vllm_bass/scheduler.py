@@ -114,6 +114,8 @@ class BassScheduler(Scheduler):
         self._bass_known_reqs: set[str] = set()
         self.bass_costs = StepCostEstimator()
         self.bass_token_budget = verification_token_budget(self.vllm_config)
+        if hasattr(self.bass_policy, "token_budget"):
+            self.bass_policy.token_budget = self.bass_token_budget
         self._bass_last_end: float | None = None  # end of the previous update_from_output
         # Diagnostics: VLLM_BASS_STEP_TRACE=FILE appends
         # "end_s,batch,draft_steps,verify_tokens,ms" for every timed step (what the cost

@@ -154,3 +154,34 @@ def test_within_token_budget_keeps_the_most_valuable_draft_positions():
     assert within_token_budget(DraftPlan(7), ids, 2).batch_length == 0
     assert within_token_budget(DraftPlan(7, probe=True), ids, 3 + 10).probe
     assert within_token_budget(plan, ids, None, alpha) is plan
+
+
+def test_per_request_plans_within_the_token_budget_as_part_of_the_optimum():
+    """With a token budget the per_request optimum respects it by itself and prices the
+    draft steps of what it keeps: cutting the unbudgeted plan afterwards would keep a few
+    long drafts (and the whole batch's draft steps for them); the budgeted plan is at least
+    as fast under the cost model and no longer."""
+    from vllm_bass.policy.policies import within_token_budget
+
+    cost = StepCostModel(base=1.0, per_draft_step=0.05, per_verify_token=0.0005,
+                         draft_pass=0.2)
+    rng = np.random.default_rng(0)
+    alphas = list(rng.uniform(0.3, 0.95, 128))
+    ids = [str(i) for i in range(128)]
+    p = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=16,
+                                         draft_length_policy="per_request"), cost)
+    free = p.best_lengths(alphas)
+    assert 128 + sum(free) > 512  # the budget binds
+    p.token_budget = 512
+    budgeted = p.best_lengths(alphas)
+    assert 128 + sum(budgeted) <= 512 + 8  # ties: the scheduler's cut is exact
+    cut = within_token_budget(DraftPlan(max(free), dict(zip(ids, free))), ids, 512,
+                              dict(zip(ids, alphas)).get)
+    cut_lengths = [cut.length_for(r) for r in ids]
+
+    def rate(lengths):
+        tokens = sum(1 + sum(a ** j for j in range(1, n + 1)) for a, n in zip(alphas, lengths))
+        return tokens / cost.step_time(lengths)
+
+    assert rate(budgeted) >= rate(cut_lengths) - 1e-9
+    assert max(budgeted) <= max(free)

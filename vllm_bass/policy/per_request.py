@@ -37,6 +37,10 @@ class PerRequestDraftLength(DraftLengthPolicy):
         # auto_off=False keeps every sequence drafting at least one token
         self.min_length = 0 if bass_config.auto_off else 1
         self.probes = ProbeSchedule()  # all lengths 0: probe with length 1 now and then
+        # the most tokens a verification may hold (the scheduler sets vLLM's largest
+        # CUDA-graph size; None: no limit): part of the optimisation, so a cut plan does not
+        # keep a long tail of draft steps for a few sequences
+        self.token_budget: int | None = None
         self._last_key: tuple | None = None
         self._last_lengths: list[int] = []
         self._last_speedup = 1.0
@@ -80,10 +84,13 @@ class PerRequestDraftLength(DraftLengthPolicy):
         rows = np.arange(n)
         best_lengths = np.zeros(n, dtype=np.int64)
         best_rate = n / cost.time_for(0, 0)
+        room = None if self.token_budget is None else max(0, self.token_budget - n)
         for cap in range(1, self.k_max + 1):
             rate = best_rate
             for _ in range(8):
                 lengths = (gains[:, :cap] > rate * cost.per_verify_token).sum(axis=1)
+                if room is not None and lengths.sum() > room:
+                    lengths = _keep_best_positions(gains[:, :cap], lengths, room)
                 total = n + expected[rows, lengths].sum()
                 longest = int(lengths.max())
                 new_rate = total / cost.time_for(longest, int(lengths.sum()))
@@ -117,3 +124,15 @@ class PerRequestDraftLength(DraftLengthPolicy):
             lengths = [0] * len(req_ids)  # measure what plain decoding costs
         per_request = dict(zip(req_ids, lengths))
         return DraftPlan(max(lengths, default=0), per_request, probe)
+
+
+def _keep_best_positions(gains: np.ndarray, lengths: np.ndarray, room: int) -> np.ndarray:
+    """The `room` draft positions of highest gain among each row's first `lengths` (gains
+    fall along a row, so every row keeps a prefix; ties may keep a few more, which the
+    scheduler's `within_token_budget` cuts)."""
+    if room <= 0:
+        return np.zeros_like(lengths)
+    taken = np.arange(gains.shape[1])[None, :] < lengths[:, None]
+    values = gains[taken]
+    threshold = np.partition(values, len(values) - room)[len(values) - room]
+    return (taken & (gains >= threshold)).sum(axis=1)
