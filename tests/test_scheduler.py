@@ -126,10 +126,12 @@ def test_per_request_lengths_are_ragged_in_the_verification(async_scheduling):
     for r in ("good", "bad"):
         _add(sched, r)
     log = _run(sched, 30, accepted={"good": 99, "bad": 0})
-    late = [v for _, v in log[-10:] if v]
+    # (a request planned no draft drafts one token now and then, which re-measures it; one
+    # alone in the batch after the other finished is auto-off's probe)
+    late = [v for _, v in log[-10:] if "good" in v]
     assert late, "no verification in the last steps"
-    assert all(v.get("good", 0) > v.get("bad", 0) for v in late), late
-    assert max(v.get("good", 0) for v in late) >= 4, late
+    assert all(v["good"] > v.get("bad", 0) for v in late), late
+    assert max(v["good"] for v in late) >= 4, late
 
 
 @pytest.mark.parametrize("async_scheduling", [False, True])

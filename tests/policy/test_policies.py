@@ -185,3 +185,24 @@ def test_per_request_plans_within_the_token_budget_as_part_of_the_optimum():
 
     assert rate(budgeted) >= rate(cut_lengths) - 1e-9
     assert max(budgeted) <= max(free)
+
+
+def test_per_request_re_measures_sequences_it_leaves_undrafted():
+    """A sequence planned no draft is never verified, so its estimate cannot recover; while
+    the batch drafts it gets one token every SEQUENCE_PROBE_INTERVAL-th step (on the H100 at
+    batch 256 such sequences, their estimates low by chance, finished last)."""
+    from vllm_bass.policy.per_request import SEQUENCE_PROBE_INTERVAL
+
+    p = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=8,
+                                         draft_length_policy="per_request"),
+                              StepCostModel(base=1.0, per_draft_step=0.05,
+                                            per_verify_token=0.05))
+    for _ in range(20):
+        p.observe([Verified("good", 4, 4), Verified("bad", 4, 0)])
+    plans = [p.plan(["good", "bad"]) for _ in range(4 * SEQUENCE_PROBE_INTERVAL)]
+    assert all(plan.length_for("good") >= 2 for plan in plans)
+    bad = [plan.length_for("bad") for plan in plans]
+    assert bad.count(1) == 4 and bad.count(0) == len(bad) - 4, bad
+    assert bad[SEQUENCE_PROBE_INTERVAL - 1] == 1
+    p.forget("bad")
+    assert "bad" not in p._undrafted

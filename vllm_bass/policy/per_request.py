@@ -24,6 +24,8 @@ from vllm_bass.policy.policies import DraftLengthPolicy, DraftPlan, Verified
 
 __all__ = ["PerRequestDraftLength", "StepCostModel"]
 
+SEQUENCE_PROBE_INTERVAL = 4  # drafting steps a request sits out before a one-token draft
+
 
 class PerRequestDraftLength(DraftLengthPolicy):
     name = "per_request"
@@ -44,6 +46,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self._last_key: tuple | None = None
         self._last_lengths: list[int] = []
         self._last_speedup = 1.0
+        self._undrafted: dict[str, int] = {}  # consecutive drafting steps a request sat out
 
     @property
     def probe_interval(self) -> int:
@@ -58,6 +61,21 @@ class PerRequestDraftLength(DraftLengthPolicy):
 
     def forget(self, req_id: str) -> None:
         self.estimates.forget(req_id)
+        self._undrafted.pop(req_id, None)
+
+    def _probe_undrafted(self, req_ids: list[str], lengths: list[int]) -> None:
+        """A request planned no draft is not verified, so its estimate cannot recover: one
+        whose estimate fell by chance (or whose text got easier) would sit out for good and
+        finish last. Every SEQUENCE_PROBE_INTERVAL-th drafting step it sits out it drafts
+        one token (the batch's draft pass makes that token anyway: one verified token)."""
+        for i, rid in enumerate(req_ids):
+            if lengths[i]:
+                self._undrafted.pop(rid, None)
+                continue
+            idle = self._undrafted.get(rid, 0) + 1
+            if idle >= SEQUENCE_PROBE_INTERVAL:
+                lengths[i], idle = 1, 0
+            self._undrafted[rid] = idle
 
     def best_lengths(self, alphas: list[float]) -> list[int]:
         """argmax over ragged lengths of (sum_i 1 + E_i(l_i)) / T(l) (Dinkelbach on lambda).
@@ -116,6 +134,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
             self._last_speedup = predicted_speedup(self.cost, alphas, self._last_lengths)
         lengths = list(self._last_lengths)
         off = bool(req_ids) and not any(lengths)
+        if not off:
+            self._probe_undrafted(req_ids, lengths)
         probe = self.probes.probe_due(off)
         if probe:
             lengths = [1] * len(req_ids)  # re-measure acceptance now and then
