@@ -249,7 +249,7 @@ def report(data: dict, out: Path) -> None:
              "new tokens, greedy; ms/token per sequence (best of the repeats). `mix`: half "
              "alpha 0.9, a quarter 0.6, a quarter 0.3 per request, the same per-request "
              "process for every system; `mixavg`: vLLM with the mix's batch-average rates "
-             "instead.", "",
+             "instead.", "", *([data["note"], ""] if data.get("note") else []),
              "| draft | acceptance | batch | plain | vLLM best (K) | BASS default | "
              "BASS / vLLM best | BASS / plain | BASS acc. len | BASS draft len | BASS off |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
