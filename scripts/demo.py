@@ -2,7 +2,7 @@
 
 Prints the generated code, acceptance statistics and speed with and without speculation,
 and checks that greedy BASS output is token-identical to the target's own greedy output.
-Each engine runs in its own process (vllm_bass.utils.isolated_engine).
+Each engine runs in its own process (support.isolated_engine).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vllm_bass.utils.isolated_engine import (  # noqa: E402
+from support.isolated_engine import (  # noqa: E402
     DRAFT,
     TARGET,
     base_engine_kwargs,

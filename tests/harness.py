@@ -1,6 +1,6 @@
-"""Test-side names for the isolated engine runner (see vllm_bass.utils.isolated_engine)."""
+"""Test-side names for the isolated engine runner (see support.isolated_engine)."""
 
-from vllm_bass.utils.isolated_engine import (  # noqa: F401
+from support.isolated_engine import (  # noqa: F401
     DRAFT,
     REPO,
     TARGET,

@@ -51,7 +51,7 @@ def test_gpu_worker_module_does_not_import_vllm_cpu_worker():
     """vllm.v1.worker.cpu_worker imports vllm.v1.worker.cpu.shm, which monkeypatches torch
     and vLLM for the whole process (CPU-only async_tensor_h2d, no-op synchronize). On a GPU
     host that put speculative metadata on the CPU; the GPU worker must never import it."""
-    code = ("import sys, vllm_bass.worker, vllm_bass.model_runner, vllm_bass.scheduler\n"
+    code = ("import sys, vllm_bass.worker.gpu_worker, vllm_bass.worker.model_runner, vllm_bass.scheduler\n"
             "bad = [m for m in sys.modules if m.startswith('vllm.v1.worker.cpu')]\n"
             "print('CPU_MODULES', bad)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -9,7 +9,8 @@ lazily by the worker and scheduler classes that vLLM loads by dotted path.
 from __future__ import annotations
 
 import logging
-import os
+
+from vllm_bass import envs
 
 SUPPORTED_VLLM = "0.27.1"
 DISABLE_ENV = "VLLM_BASS_DISABLE"
@@ -24,7 +25,7 @@ class UnsupportedVLLMVersion(RuntimeError):
 
 
 def _truthy(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+    return envs.flag(name)
 
 
 def check_vllm_version(found: str) -> None:

@@ -38,6 +38,7 @@ import time
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
+from vllm_bass import envs
 from vllm_bass.config import bass_config_from_vllm
 from vllm_bass.policy.auto_off import with_test_off_cycle
 from vllm_bass.policy.cost_model import StepCostEstimator
@@ -120,7 +121,7 @@ class BassScheduler(Scheduler):
         # Diagnostics: VLLM_BASS_STEP_TRACE=FILE appends
         # "end_s,batch,draft_steps,verify_tokens,ms" for every timed step (what the cost
         # model is fitted to).
-        trace = os.environ.get("VLLM_BASS_STEP_TRACE")
+        trace = envs.get("VLLM_BASS_STEP_TRACE")
         self._bass_trace = open(trace, "a", buffering=1) if trace else None
         # ... and FILE.plans: per planned step the cost model and each sequence's
         # acceptance estimate and draft length (first PLAN_TRACE_STEPS steps)

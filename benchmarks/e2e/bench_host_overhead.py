@@ -31,7 +31,7 @@ WATCHED = [
     ("BASS update_from_output", "vllm_bass/scheduler.py", "update_from_output"),
     ("BASS step timing (cost model)", "vllm_bass/scheduler.py", "_bass_time_step"),
     ("runner.sample_tokens (vLLM)", "v1/worker/gpu_model_runner.py", "sample_tokens"),
-    ("BASS propose (draft skip)", "vllm_bass/model_runner.py", "propose_draft_token_ids"),
+    ("BASS propose (draft skip)", "vllm_bass/worker/model_runner.py", "propose_draft_token_ids"),
     ("model forward", "v1/worker/gpu_model_runner.py", "_model_forward"),
 ]
 
@@ -45,7 +45,7 @@ def _child(mode: str, batch: int, steps: int, out: str) -> None:
     from vllm import LLM, SamplingParams
 
     from vllm_bass.plugin import register
-    from vllm_bass.utils.isolated_engine import base_engine_kwargs, bass_spec
+    from support.isolated_engine import base_engine_kwargs, bass_spec
 
     register()
     kwargs = base_engine_kwargs(max_num_seqs=batch)

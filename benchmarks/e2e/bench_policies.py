@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from vllm_bass.utils.isolated_engine import (  # noqa: E402
+from support.isolated_engine import (  # noqa: E402
     DRAFT,
     TARGET,
     base_engine_kwargs,

@@ -116,7 +116,7 @@ def _child(spec_path: str, out_path: str) -> None:
     from vllm.inputs import TokensPrompt
 
     from vllm_bass.sampling.sampler import SYNTHETIC_GROUP_KEY
-    from vllm_bass.utils.isolated_engine import _metrics_dict, metric
+    from support.isolated_engine import _metrics_dict, metric
 
     spec = json.loads(Path(spec_path).read_text())
     t0 = time.perf_counter()

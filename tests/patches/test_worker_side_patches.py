@@ -12,17 +12,17 @@ pytestmark = [pytest.mark.cpu, pytest.mark.gpu]
 def test_overridden_drafter_methods_unchanged():
     from vllm.v1.spec_decode.draft_model import DraftModelProposer
 
-    from vllm_bass.drafter.draft_model import OVERRIDDEN_DRAFTER_METHODS
+    from vllm_bass.worker.drafter.draft_model import OVERRIDDEN_DRAFTER_METHODS
 
     for name, expected in OVERRIDDEN_DRAFTER_METHODS.items():
         assert str(inspect.signature(getattr(DraftModelProposer, name))) == expected, (
-            f"DraftModelProposer.{name} changed: review vllm_bass/drafter/draft_model.py")
+            f"DraftModelProposer.{name} changed: review vllm_bass/worker/drafter/draft_model.py")
 
 
 def test_drafter_state_the_draft_loop_uses_still_exists():
     import vllm.v1.spec_decode.llm_base_proposer as base
 
-    from vllm_bass.drafter.draft_model import DRAFTER_ATTRIBUTES
+    from vllm_bass.worker.drafter.draft_model import DRAFTER_ATTRIBUTES
 
     source = inspect.getsource(base.SpecDecodeBaseProposer)
     for name in DRAFTER_ATTRIBUTES:

@@ -4,7 +4,7 @@ vLLM's drafter does this with `eagle_step_update_slot_mapping_and_metadata`, who
 real batch size is a launch argument; inside a CUDA graph captured for a padded batch
 that argument is frozen, so one graph could not serve every real batch of its size. Here
 the real batch size is read from device memory (`num_reqs_ptr`), so the launch can live
-inside the drafter's captured step (`vllm_bass.drafter.draft_graphs`): rows at or past
+inside the drafter's captured step (`vllm_bass.worker.drafter.draft_graphs`): rows at or past
 it are padding, get the padding slot (-1, no KV write) and keep their seq_len. The
 arithmetic is vLLM's: a position that reaches max_model_len is clamped to 0, writes no
 KV and restarts its seq_len at 1 (such drafts are cut by the scheduler anyway).

@@ -21,7 +21,8 @@ the arguments itself. `VLLM_BASS_UNSPECIALIZE_DRAFT_KERNELS=0` turns it off.
 from __future__ import annotations
 
 import logging
-import os
+
+from vllm_bass import envs
 
 logger = logging.getLogger("vllm.bass")
 
@@ -48,7 +49,7 @@ def unspecialize(kernel) -> bool:
 
 
 def apply_in_worker() -> None:
-    if os.environ.get("VLLM_BASS_UNSPECIALIZE_DRAFT_KERNELS", "1") == "0":
+    if envs.get("VLLM_BASS_UNSPECIALIZE_DRAFT_KERNELS").strip() == "0":
         return
     from vllm_bass.patches import resolve
 

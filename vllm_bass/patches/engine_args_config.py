@@ -32,7 +32,7 @@ PATCHED_SYMBOLS = {
         "(self, usage_context: typing.Any | None = None, headless: bool = False) -> vllm.config.vllm.VllmConfig",
 }
 
-WORKER_CLS = {"cpu": "vllm_bass.cpu_worker.BassCPUWorker", "gpu": "vllm_bass.worker.BassGPUWorker"}
+WORKER_CLS = {"cpu": "vllm_bass.worker.cpu_worker.BassCPUWorker", "gpu": "vllm_bass.worker.gpu_worker.BassGPUWorker"}
 SCHEDULER_CLS = "vllm_bass.scheduler.BassScheduler"
 # vLLM speculative-config keys that we hand through to its draft_model config unchanged.
 PASSTHROUGH_KEYS = {

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 TARGET = os.environ.get("BASS_TEST_TARGET", str(REPO / "models" / "bass-tiny-target"))
 DRAFT = os.environ.get("BASS_TEST_DRAFT", str(REPO / "models" / "bass-tiny-draft"))
 
@@ -59,7 +59,7 @@ def run_engine(engine_kwargs: dict, jobs: list[dict], metrics: bool = False,
         spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "out.json")
         spec_path.write_text(json.dumps({"engine": engine_kwargs, "jobs": jobs,
                                          "metrics": metrics}))
-        proc = subprocess.run([sys.executable, "-m", "vllm_bass.utils.isolated_engine", str(spec_path),
+        proc = subprocess.run([sys.executable, "-m", "support.isolated_engine", str(spec_path),
                                str(out_path)], cwd=REPO, env=engine_env(),
                               capture_output=True, text=True, timeout=timeout)
         if log_path:

@@ -5,8 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from vllm_bass.utils.phase_trace import PhaseTrace
-from vllm_bass.utils.sync_debug import SYNC_MESSAGE, SyncDebug, step_kind
+from vllm_bass.diagnostics.phase_trace import PhaseTrace
+from vllm_bass.diagnostics.sync_debug import SYNC_MESSAGE, SyncDebug, step_kind
 
 pytestmark = [pytest.mark.cpu]
 

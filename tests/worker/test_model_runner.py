@@ -1,5 +1,5 @@
 """The BASS runner mixin overrides methods of vLLM's V1 runner by name; if vLLM changes one
-of their signatures, this fails and names it (then re-read vllm_bass/model_runner.py)."""
+of their signatures, this fails and names it (then re-read vllm_bass/worker/model_runner.py)."""
 
 import inspect
 
@@ -12,12 +12,12 @@ pytestmark = [pytest.mark.cpu, pytest.mark.gpu]
 def test_overridden_runner_methods_keep_their_signatures():
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-    from vllm_bass.model_runner import OVERRIDDEN_RUNNER_METHODS, BassModelRunnerMixin
+    from vllm_bass.worker.model_runner import OVERRIDDEN_RUNNER_METHODS, BassModelRunnerMixin
 
     for name, expected in OVERRIDDEN_RUNNER_METHODS.items():
         assert name in BassModelRunnerMixin.__dict__, name
         assert str(inspect.signature(getattr(GPUModelRunner, name))) == expected, (
-            f"GPUModelRunner.{name} changed in this vLLM; review vllm_bass/model_runner.py")
+            f"GPUModelRunner.{name} changed in this vLLM; review vllm_bass/worker/model_runner.py")
     overridden = {n for n in BassModelRunnerMixin.__dict__
                   if not n.startswith("__") and callable(getattr(GPUModelRunner, n, None))}
     assert overridden == set(OVERRIDDEN_RUNNER_METHODS), overridden
@@ -61,7 +61,7 @@ def test_full_graphs_for_ragged_verification_only_where_attention_allows(support
     from vllm.config import CUDAGraphMode
     from vllm.v1.attention.backend import AttentionCGSupport
 
-    from vllm_bass.cuda_graphs import DISPATCH_SIGNATURE, add_full_graphs_for_mixed_batches
+    from vllm_bass.worker.cuda_graphs import DISPATCH_SIGNATURE, add_full_graphs_for_mixed_batches
     from vllm.v1.cudagraph_dispatcher import CudagraphDispatcher
 
     assert str(inspect.signature(CudagraphDispatcher.dispatch)) == DISPATCH_SIGNATURE
@@ -92,7 +92,7 @@ def test_graph_capture_tells_attention_whether_its_batches_are_uniform(uniform):
     from types import SimpleNamespace
 
     from vllm_bass.attention import capturing_uniform_batch
-    from vllm_bass.model_runner import bass_runner_class
+    from vllm_bass.worker.model_runner import bass_runner_class
 
     class _Runner:
         def _warmup_and_capture(self, desc, cudagraph_runtime_mode, *args, **kwargs):

@@ -3,7 +3,7 @@
 vLLM picks the runner inside `Worker.init_device` with no hook, so we let it build its runner
 and then install the mixin on that instance (see `install_bass_runner`). Selected by the
 plugin through `worker_cls`, one dotted path per platform: this module for GPUs,
-`vllm_bass.cpu_worker` for CPUs.
+`vllm_bass.worker.cpu_worker` for CPUs.
 
 Keep the CPU worker out of this module: importing `vllm.v1.worker.cpu_worker` runs
 `vllm.v1.worker.cpu.shm`, which monkeypatches torch and vLLM process-wide (a CPU-only
@@ -17,7 +17,7 @@ from __future__ import annotations
 from vllm.v1.worker.gpu_worker import Worker
 
 from vllm_bass.config import bass_config_from_vllm
-from vllm_bass.model_runner import install_bass_runner
+from vllm_bass.worker.model_runner import install_bass_runner
 
 
 def _check_v1_runner(worker) -> None:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import torch
 from vllm.v1.spec_decode.draft_model import DraftModelProposer
 
-from vllm_bass.drafter.draft_graphs import DraftStepGraphs
-from vllm_bass.drafter.draft_sync import CatchUp, DraftKVDebt, apply_catch_up
+from vllm_bass.worker.drafter.draft_graphs import DraftStepGraphs
+from vllm_bass.worker.drafter.draft_sync import CatchUp, DraftKVDebt, apply_catch_up
 from vllm_bass.sampling.rejection import _SAMPLING_EPS
 
 

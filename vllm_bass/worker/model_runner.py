@@ -69,8 +69,8 @@ class BassModelRunnerMixin:
         self._bass_known_reqs: set[str] = set()
         self.bass_async = bool(getattr(self, "use_async_scheduling", False))
         self._bass_skipped = None  # draft_sync.SkippedTokens, under async scheduling
-        from vllm_bass.utils.phase_trace import PhaseTrace
-        from vllm_bass.utils.sync_debug import SyncDebug
+        from vllm_bass.diagnostics.phase_trace import PhaseTrace
+        from vllm_bass.diagnostics.sync_debug import SyncDebug
 
         self._bass_trace = PhaseTrace.from_env(
             use_cuda=torch.cuda.is_available() and str(getattr(self, "device", "")) != "cpu")
@@ -78,8 +78,8 @@ class BassModelRunnerMixin:
         if bass_config.draft_length_policy != "fixed" or bass_config.auto_off:
             self._bass_graph_one_token_decode()
         if getattr(self, "drafter", None) is not None:
-            from vllm_bass.drafter.draft_model import install_bass_drafter
-            from vllm_bass.drafter.draft_sync import SkippedTokens
+            from vllm_bass.worker.drafter.draft_model import install_bass_drafter
+            from vllm_bass.worker.drafter.draft_sync import SkippedTokens
 
             install_bass_drafter(self.drafter, bass_config.full_graph_drafting)
             # async scheduling only (sync catches up from the host token buffer); slots for
@@ -102,7 +102,7 @@ class BassModelRunnerMixin:
         super()._check_and_update_cudagraph_mode(attention_backends, kv_cache_groups,
                                                  is_profiling)
         if self.bass_config.full_graph_verification:
-            from vllm_bass.cuda_graphs import add_full_graphs_for_mixed_batches
+            from vllm_bass.worker.cuda_graphs import add_full_graphs_for_mixed_batches
 
             add_full_graphs_for_mixed_batches(self, attention_backends, kv_cache_groups)
 
@@ -129,7 +129,7 @@ class BassModelRunnerMixin:
 
     def execute_model(self, scheduler_output, *args, **kwargs):
         if self._bass_sync_debug is not None:
-            from vllm_bass.utils.sync_debug import step_kind
+            from vllm_bass.diagnostics.sync_debug import step_kind
 
             self._bass_sync_debug.begin_step(step_kind(scheduler_output))
         trace = self._bass_trace

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from vllm_bass.drafter.draft_sync import (DraftKVDebt, SkippedTokens, apply_catch_up,
+from vllm_bass.worker.drafter.draft_sync import (DraftKVDebt, SkippedTokens, apply_catch_up,
                                            extend_queries)
 
 pytestmark = [pytest.mark.cpu]
@@ -120,7 +120,7 @@ def test_extended_first_pass_matches_longhand(seed, tokens_on_device):
 
 
 def test_extend_queries_layout_small():
-    from vllm_bass.drafter.draft_sync import CatchUp
+    from vllm_bass.worker.drafter.draft_sync import CatchUp
 
     catch_up = CatchUp(np.array([2, 0, 1]), np.array([5, 9, 3]), np.array([7, 8, 6]))
     new_qsl, source, missed = extend_queries(np.array([0, 1, 3, 4]), catch_up)
@@ -135,7 +135,7 @@ def test_runner_skips_the_draft_only_in_pure_decoding_within_the_buffer():
     and the catch-up they leave still fits one first pass of the drafter."""
     from types import SimpleNamespace
 
-    from vllm_bass.model_runner import BassModelRunnerMixin
+    from vllm_bass.worker.model_runner import BassModelRunnerMixin
 
     may_skip = BassModelRunnerMixin._bass_may_skip_draft
     drafter = SimpleNamespace(max_num_tokens=64)

@@ -19,11 +19,12 @@ from __future__ import annotations
 import cProfile
 import collections
 import io
-import os
 import pstats
 import time
 
 import torch
+
+from vllm_bass import envs
 
 PHASES = ("forward", "sample", "draft")
 
@@ -37,15 +38,15 @@ class PhaseTrace:
 
     @classmethod
     def from_env(cls, use_cuda: bool) -> "PhaseTrace | None":
-        path = os.environ.get("VLLM_BASS_STEP_TRACE")
+        path = envs.get("VLLM_BASS_STEP_TRACE")
         if not path:
             return None
         trace = cls(path + ".runner", use_cuda)
-        trace.profile_left = int(os.environ.get("VLLM_BASS_PROFILE_DRAFTS", "0"))
+        trace.profile_left = envs.integer("VLLM_BASS_PROFILE_DRAFTS")
         trace.profile_path = path + ".draft_profile.txt"
         # VLLM_BASS_PROFILE_SLOW_DRAFTS=N: every draft phase runs under cProfile; the first N
         # that take over SLOW_DRAFT_MS go to FILE.slow_drafts.txt (what a stall is)
-        trace.slow_left = int(os.environ.get("VLLM_BASS_PROFILE_SLOW_DRAFTS", "0"))
+        trace.slow_left = envs.integer("VLLM_BASS_PROFILE_SLOW_DRAFTS")
         trace.slow_path = path + ".slow_drafts.txt"
         return trace
 

@@ -13,9 +13,10 @@ Python stack per site. Off by default; CUDA only.
 from __future__ import annotations
 
 import collections
-import os
 import traceback
 import warnings
+
+from vllm_bass import envs
 
 SYNC_MESSAGE = "synchronizing CUDA operation"  # torch's warning text
 
@@ -35,10 +36,10 @@ class SyncDebug:
 
     @classmethod
     def from_env(cls) -> "SyncDebug | None":
-        path = os.environ.get("VLLM_BASS_SYNC_DEBUG")
+        path = envs.get("VLLM_BASS_SYNC_DEBUG")
         if not path:
             return None
-        return cls(path, int(os.environ.get("VLLM_BASS_SYNC_DEBUG_AFTER", "50")))
+        return cls(path, envs.integer("VLLM_BASS_SYNC_DEBUG_AFTER"))
 
     def begin_step(self, kind: str) -> None:
         self.steps += 1

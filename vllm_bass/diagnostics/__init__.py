@@ -1,0 +1,3 @@
+"""Diagnostics, each off unless its environment variable is set (`vllm_bass.envs`): per-step
+phase timings and CUDA-graph modes (`phase_trace`), host-device synchronisation points
+(`sync_debug`). Nothing here changes what the engine computes."""

@@ -1,0 +1,54 @@
+"""Every environment variable vllm-bass reads, in one place (as vLLM's `vllm.envs`).
+
+All are optional. Configuration proper lives in `BassConfig` (flags and
+`speculative_config`); these switch the plugin off, relax the version pin, or turn on
+diagnostics and test aids. `tests/test_envs.py` holds the package to this list (no module
+reads a `VLLM_BASS_*` variable that is not declared here) and README's table to it.
+"""
+
+from __future__ import annotations
+
+import os
+
+# name -> (default, what it does)
+ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
+    "VLLM_BASS_DISABLE": (
+        "0", "1: the plugin registers nothing (vLLM runs as if it were not installed)"),
+    "VLLM_BASS_ALLOW_UNSUPPORTED_VLLM": (
+        "0", "1: start on a vLLM other than 0.27.1 (unsupported; internals may differ)"),
+    "VLLM_BASS_STEP_TRACE": (
+        "", "FILE: per-step timings (scheduler: FILE; plans: FILE.plans; runner phases and "
+            "CUDA-graph mode: FILE.runner)"),
+    "VLLM_BASS_PROFILE_DRAFTS": (
+        "0", "N (with STEP_TRACE): cProfile of N draft phases after warm-up, to "
+             "FILE.draft_profile.txt"),
+    "VLLM_BASS_PROFILE_SLOW_DRAFTS": (
+        "0", "N (with STEP_TRACE): cProfile of the first N draft phases over 40 ms, to "
+             "FILE.slow_drafts.txt"),
+    "VLLM_BASS_SYNC_DEBUG": (
+        "", "FILE: host-device synchronisations per step kind (where async steps wait)"),
+    "VLLM_BASS_SYNC_DEBUG_AFTER": (
+        "50", "steps to skip before SYNC_DEBUG records (warm-up)"),
+    "VLLM_BASS_UNSPECIALIZE_DRAFT_KERNELS": (
+        "1", "0: keep Triton's integer/alignment specialisation of vLLM's drafter kernels "
+             "(JIT stalls of 100-250 ms as draft lengths vary)"),
+    "VLLM_BASS_TEST_OFF_CYCLE": (
+        "", "ON,OFF (tests only): the policy's plan for ON steps, then OFF off-steps"),
+}
+
+
+def get(name: str) -> str:
+    """The variable's value, or its declared default."""
+    return os.environ.get(name, ENVIRONMENT_VARIABLES[name][0])
+
+
+def flag(name: str) -> bool:
+    return get(name).strip().lower() in ("1", "true", "yes", "on")
+
+
+def integer(name: str) -> int:
+    value = get(name).strip() or "0"
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
