@@ -324,3 +324,39 @@ def test_verification_stays_within_the_cuda_graph_token_budget(async_scheduling,
         sched.bass_policy.token_budget = None
     log = _run(sched, 10, accepted={r: 99 for r in "abcd"})
     assert any(sum(v.values()) + len(out.num_scheduled_tokens) > 30 for out, v in log)
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+@pytest.mark.parametrize("policy", ["per_request", "bass"])
+def test_per_request_state_stays_bounded_over_many_requests(async_scheduling, policy):
+    """A long-running server: 300 short requests through one scheduler (4 live at a time);
+    afterwards the scheduler's and the policy's per-request state holds only live requests,
+    and the cost model's buffers stay within their fixed bounds."""
+    from vllm_bass.policy.cost_model import WINDOW
+
+    sched = _scheduler(async_scheduling, draft_length_policy=policy, measured_costs=True,
+                       num_speculative_tokens=8)
+    added = [0]
+
+    def top_up():
+        while len(sched.requests) < 4 and added[0] < 300:
+            _add(sched, f"r{added[0]}", max_tokens=6)
+            added[0] += 1
+
+    top_up()
+    _drive(sched, 1500, lambda out: _output(out, {r: 2 for r in out.num_scheduled_tokens}),
+           after_step=top_up)
+    assert added[0] == 300
+    live = set(sched.requests)
+    assert len(live) <= 4
+    policy_obj = sched.bass_policy
+    estimates = getattr(policy_obj, "estimates", None)
+    assert estimates is not None
+    assert set(estimates.successes) <= live and set(estimates.failures) <= live
+    assert set(getattr(policy_obj, "_undrafted", {})) <= live
+    assert len(sched._bass_known_reqs) <= 4
+    history = getattr(getattr(policy_obj, "inner", policy_obj), "history", None)
+    if history is not None:
+        assert len(history) <= history.maxlen
+    assert len(sched.bass_costs.fits) <= 4  # batch buckets 1, 2, 4 (and 8)
+    assert all(len(f.steps) <= WINDOW for f in sched.bass_costs.fits.values())

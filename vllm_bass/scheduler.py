@@ -209,10 +209,13 @@ class BassScheduler(Scheduler):
     # -- observing ------------------------------------------------------------------------
     def update_from_output(self, scheduler_output, model_runner_output):
         if self.num_spec_tokens > 0 and scheduler_output.scheduled_spec_decode_tokens:
-            self.bass_policy.observe(verified_from_output(
+            # requests that finished meanwhile (async: a step was still in flight) are left
+            # out: observing them would re-create per-request state after it was forgotten
+            self.bass_policy.observe([v for v in verified_from_output(
                 scheduler_output.scheduled_spec_decode_tokens,
                 model_runner_output.sampled_token_ids, model_runner_output.req_id_to_index,
-                getattr(scheduler_output, "bass_verified_probe", False)))
+                getattr(scheduler_output, "bass_verified_probe", False))
+                if v.req_id in self.requests])
         result = super().update_from_output(scheduler_output, model_runner_output)
         self._bass_time_step(scheduler_output)
         return result
