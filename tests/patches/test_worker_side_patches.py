@@ -1,40 +1,10 @@
-"""What the worker side touches in vLLM besides the registered patches: the drafter
-methods BASS overrides (signatures), and vLLM's drafter input kernels whose Triton
-specialisation `patches/draft_kernel_specialization` turns off."""
-
-import inspect
+"""`patches/draft_kernel_specialization` turns off Triton's specialisation of a kernel before
+its first launch. (That the drafter methods, drafter state and kernels BASS touches still
+exist: `tests/patches/test_registry.py`.)"""
 
 import pytest
 
 pytestmark = [pytest.mark.cpu, pytest.mark.gpu]
-
-
-def test_overridden_drafter_methods_unchanged():
-    from vllm.v1.spec_decode.draft_model import DraftModelProposer
-
-    from vllm_bass.worker.drafter.draft_model import OVERRIDDEN_DRAFTER_METHODS
-
-    for name, expected in OVERRIDDEN_DRAFTER_METHODS.items():
-        assert str(inspect.signature(getattr(DraftModelProposer, name))) == expected, (
-            f"DraftModelProposer.{name} changed: review vllm_bass/worker/drafter/draft_model.py")
-
-
-def test_drafter_state_the_draft_loop_uses_still_exists():
-    import vllm.v1.spec_decode.llm_base_proposer as base
-
-    from vllm_bass.worker.drafter.draft_model import DRAFTER_ATTRIBUTES
-
-    source = inspect.getsource(base.SpecDecodeBaseProposer)
-    for name in DRAFTER_ATTRIBUTES:
-        assert f"self.{name}" in source or f"def {name}" in source, name
-
-
-def test_drafter_kernels_resolve():
-    from vllm_bass.patches import resolve
-    from vllm_bass.patches.draft_kernel_specialization import KERNELS
-
-    for dotted in KERNELS:
-        resolve(dotted)  # raises when vLLM renamed or moved one
 
 
 def test_unspecialize_turns_off_specialisation_before_first_launch():

@@ -1,8 +1,11 @@
-"""Every change vllm-bass makes to vLLM internals lives in this package, one module per symbol.
+"""Wrappers of vLLM functions, one module per symbol, installed at plugin load; and
+`registry`, the one list of every vLLM surface vllm-bass touches (these wraps, the methods
+the worker side overrides, class swaps, private attributes, attached attributes, kernel
+flags, process-wide replacements), each with why and when it can go.
 
-Each module states what it patches, why, and when it can go, and declares
-`PATCHED_SYMBOL` / `EXPECTED_SIGNATURE` so `tests/patches` fails the moment vLLM changes the
-patched symbol's signature. Patches are idempotent: applying twice wraps once.
+Each wrapper module declares `PATCHED_SYMBOLS` (symbol -> the signature it was written for);
+`tests/patches/test_registry.py` fails the moment vLLM changes any registered surface.
+Patches are idempotent: applying twice wraps once.
 """
 
 from __future__ import annotations
