@@ -10,7 +10,7 @@ import pytest
 
 from tests.harness import DRAFT, TARGET
 from vllm_bass.config import BassConfigError
-from vllm_bass.patches.engine_args_config import WORKER_CLS
+from vllm_bass.engine_config import WORKER_CLS
 
 pytestmark = [pytest.mark.cpu, pytest.mark.gpu]
 
