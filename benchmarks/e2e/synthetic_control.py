@@ -15,7 +15,7 @@ average (the batch-average acceptance of a heterogeneous mix).
 
 from __future__ import annotations
 
-GROUP_KEY = "bass_synthetic_group"  # = vllm_bass.sampling.sampler.SYNTHETIC_GROUP_KEY
+GROUP_KEY = "bass_synthetic_group"  # = vllm_bass.worker.sampler.SYNTHETIC_GROUP_KEY
 
 
 def average_rates(groups: list[list[float]], length: int) -> list[float]:
@@ -35,7 +35,7 @@ class SyntheticAcceptanceControl:
 
         sampler = self.model_runner.rejection_sampler
         if hasattr(sampler, "synthetic_groups"):  # BASS
-            from vllm_bass.sampling.sampler import unconditional_to_conditional
+            from vllm_bass.worker.sampler import unconditional_to_conditional
 
             k = sampler.synthetic_groups.shape[1]
             sampler.synthetic_groups = torch.tensor(

@@ -115,7 +115,7 @@ def _child(spec_path: str, out_path: str) -> None:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    from vllm_bass.sampling.sampler import SYNTHETIC_GROUP_KEY
+    from vllm_bass.worker.sampler import SYNTHETIC_GROUP_KEY
     from support.isolated_engine import _metrics_dict, metric
 
     spec = json.loads(Path(spec_path).read_text())

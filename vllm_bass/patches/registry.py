@@ -106,9 +106,9 @@ _FIXED: tuple[Surface, ...] = (
             "which graph mode vLLM is capturing", "vLLM graphs ragged batches"),
     Surface(f"{DISPATCHER}.last_mode", "attached", "vllm_bass.worker.cuda_graphs",
             "the phase trace's graph mode column", "never (diagnostics)"),
-    Surface(f"{SAMPLER}.__init__", "override", "vllm_bass.sampling.sampler",
+    Surface(f"{SAMPLER}.__init__", "override", "vllm_bass.worker.sampler",
             "per-request synthetic groups, the exact ragged sampler", UPSTREAM),
-    Surface(f"{SAMPLER}.forward", "override", "vllm_bass.sampling.sampler",
+    Surface(f"{SAMPLER}.forward", "override", "vllm_bass.worker.sampler",
             "ragged rejection sampling (per-request lengths, exact for sampled requests)",
             "vLLM takes per-request draft lengths"),
     Surface("vllm.v1.sample.rejection_sampler.RejectionSampler.synthetic_conditional_rates",
@@ -222,7 +222,7 @@ def check_one(s: Surface) -> str | None:
 
 def our_vllm_subclasses() -> dict[str, type]:
     """Our classes that subclass (or are mixed in front of) a registered vLLM class."""
-    from vllm_bass.sampling.sampler import BassRejectionSampler
+    from vllm_bass.worker.sampler import BassRejectionSampler
     from vllm_bass.scheduler import BassScheduler
     from vllm_bass.worker.cuda_graphs import BassCudagraphDispatcher
     from vllm_bass.worker.drafter.draft_model import BassDraftModelProposer

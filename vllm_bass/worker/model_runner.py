@@ -58,7 +58,7 @@ class BassModelRunnerMixin:
     bass_config: BassConfig
 
     def _bass_init(self, bass_config: BassConfig) -> None:
-        from vllm_bass.sampling.sampler import BassRejectionSampler
+        from vllm_bass.worker.sampler import BassRejectionSampler
 
         self.bass_config = bass_config
         # drafter length of the last step (the scheduler's plan; 0 = off-step)
@@ -243,7 +243,7 @@ class BassModelRunnerMixin:
     def _sample(self, logits, spec_decode_metadata):
         sampler = getattr(self, "rejection_sampler", None)
         if getattr(sampler, "synthetic_mode", False) and hasattr(sampler, "current_groups"):
-            from vllm_bass.sampling.sampler import SYNTHETIC_GROUP_KEY
+            from vllm_bass.worker.sampler import SYNTHETIC_GROUP_KEY
 
             req_ids = list(self.input_batch.req_ids)  # synthetic groups by request
             sampler.current_req_ids = req_ids
