@@ -174,7 +174,7 @@ def test_per_request_plans_within_the_token_budget_as_part_of_the_optimum():
     assert 128 + sum(free) > 512  # the budget binds
     p.token_budget = 512
     budgeted = p.best_lengths(alphas)
-    assert 128 + sum(budgeted) <= 512 + 8  # ties: the scheduler's cut is exact
+    assert 128 + sum(budgeted) <= 512
     cut = within_token_budget(DraftPlan(max(free), dict(zip(ids, free))), ids, 512,
                               dict(zip(ids, alphas)).get)
     cut_lengths = [cut.length_for(r) for r in ids]
@@ -206,3 +206,17 @@ def test_per_request_re_measures_sequences_it_leaves_undrafted():
     assert bad[SEQUENCE_PROBE_INTERVAL - 1] == 1
     p.forget("bad")
     assert "bad" not in p._undrafted
+
+
+def test_keep_best_positions_is_exact_with_ties():
+    """Equal gains (alpha 1 everywhere, or equal alphas) still keep exactly `room` positions,
+    each row a prefix of its draft."""
+    from vllm_bass.policy.policies import keep_best_positions
+
+    lengths = np.array([5, 3, 4])
+    for alphas in ([1.0, 1.0, 1.0], [0.7, 0.7, 0.7], [0.9, 0.0, 0.5]):
+        gains = np.array(alphas)[:, None] ** np.arange(1, 6)[None, :]
+        for room in range(0, 13):
+            kept = keep_best_positions(gains, lengths, room)
+            assert kept.sum() == min(room, lengths.sum()), (alphas, room, kept)
+            assert (kept <= lengths).all() and (kept >= 0).all()

@@ -20,7 +20,8 @@ import numpy as np
 from vllm_bass.policy.auto_off import (CONFIDENT_SPEEDUP, AcceptanceEstimates, ProbeSchedule,
                                        predicted_speedup)
 from vllm_bass.policy.cost_model import PRIOR_COSTS, StepCostModel
-from vllm_bass.policy.policies import DraftLengthPolicy, DraftPlan, Verified
+from vllm_bass.policy.policies import (DraftLengthPolicy, DraftPlan, Verified,
+                                       keep_best_positions)
 
 __all__ = ["PerRequestDraftLength", "StepCostModel"]
 
@@ -108,7 +109,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
             for _ in range(8):
                 lengths = (gains[:, :cap] > rate * cost.per_verify_token).sum(axis=1)
                 if room is not None and lengths.sum() > room:
-                    lengths = _keep_best_positions(gains[:, :cap], lengths, room)
+                    lengths = keep_best_positions(gains[:, :cap], lengths, room)
                 total = n + expected[rows, lengths].sum()
                 longest = int(lengths.max())
                 new_rate = total / cost.time_for(longest, int(lengths.sum()))
@@ -145,14 +146,3 @@ class PerRequestDraftLength(DraftLengthPolicy):
         per_request = dict(zip(req_ids, lengths))
         return DraftPlan(max(lengths, default=0), per_request, probe)
 
-
-def _keep_best_positions(gains: np.ndarray, lengths: np.ndarray, room: int) -> np.ndarray:
-    """The `room` draft positions of highest gain among each row's first `lengths` (gains
-    fall along a row, so every row keeps a prefix; ties may keep a few more, which the
-    scheduler's `within_token_budget` cuts)."""
-    if room <= 0:
-        return np.zeros_like(lengths)
-    taken = np.arange(gains.shape[1])[None, :] < lengths[:, None]
-    values = gains[taken]
-    threshold = np.partition(values, len(values) - room)[len(values) - room]
-    return (taken & (gains >= threshold)).sum(axis=1)

@@ -15,6 +15,8 @@ import collections
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 HISTORY_LENGTH = 1024
 
 
@@ -56,18 +58,35 @@ def within_token_budget(plan: DraftPlan, req_ids: list[str], budget: int | None,
         if plan.batch_length * len(req_ids) <= room:
             return plan
         return DraftPlan(max(0, room // len(req_ids)), None, plan.probe)
-    lengths = [plan.length_for(r) for r in req_ids]
-    if sum(lengths) <= room:
+    lengths = np.array([plan.length_for(r) for r in req_ids], dtype=np.int64)
+    if lengths.sum() <= room:
         return plan
-    gains = []
-    for i, (rid, n) in enumerate(zip(req_ids, lengths)):
-        a = alpha(rid) if alpha is not None else 0.5
-        gains.extend((a ** j, -j, i) for j in range(1, n + 1))
-    gains.sort(reverse=True)
-    kept = [0] * len(req_ids)
-    for _, _, i in gains[:max(0, room)]:
-        kept[i] += 1
+    alphas = np.array([alpha(r) if alpha is not None else 0.5 for r in req_ids])
+    gains = np.clip(alphas, 0.0, 1.0)[:, None] ** np.arange(1, lengths.max() + 1)[None, :]
+    kept = [int(n) for n in keep_best_positions(gains, lengths, room)]
     return DraftPlan(max(kept, default=0), dict(zip(req_ids, kept)), plan.probe)
+
+
+def keep_best_positions(gains: np.ndarray, lengths: np.ndarray, room: int) -> np.ndarray:
+    """New lengths that keep exactly min(room, sum(lengths)) draft positions: those of highest
+    gain among each row's first `lengths` (gains fall along a row, so every row keeps a
+    prefix; among equal gains the earlier rows win)."""
+    taken = np.arange(gains.shape[1])[None, :] < lengths[:, None]
+    total = int(taken.sum())
+    if room <= 0:
+        return np.zeros_like(lengths)
+    if total <= room:
+        return lengths
+    values = gains[taken]
+    threshold = np.partition(values, total - room)[total - room]
+    keep = taken & (gains > threshold)
+    ties = taken & (gains == threshold)
+    need = room - int(keep.sum())
+    # row-major order: the first `need` tied positions (a row's ties are its consecutive
+    # positions, so prefixes stay prefixes)
+    tie_rank = np.cumsum(ties.ravel()).reshape(ties.shape)
+    keep |= ties & (tie_rank <= need)
+    return keep.sum(axis=1)
 
 
 class DraftLengthPolicy:
