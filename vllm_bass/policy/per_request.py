@@ -145,4 +145,3 @@ class PerRequestDraftLength(DraftLengthPolicy):
             lengths = [0] * len(req_ids)  # measure what plain decoding costs
         per_request = dict(zip(req_ids, lengths))
         return DraftPlan(max(lengths, default=0), per_request, probe)
-
