@@ -71,12 +71,16 @@ def _install_per_request_uniforms(runner, group_rates: list[list[float]] | None)
 
     def per_request_uniforms(num_tokens, num_draft_tokens, generators, device):
         u = original(num_tokens, num_draft_tokens, generators, device)
-        divisors = []
-        for rid, n in zip(runner.input_batch.req_ids, num_draft_tokens):
-            extra = runner.requests[rid].sampling_params.extra_args or {}
-            divisors.append(table[int(extra.get(GROUP_KEY, 0)) % len(table), :n])
-        if divisors:
-            u = u / torch.cat(divisors).to(device=u.device, non_blocking=True)
-        return u
+        if not num_draft_tokens:
+            return u
+        ids = runner.input_batch.req_ids[:len(num_draft_tokens)]
+        groups = torch.tensor([int((runner.requests[rid].sampling_params.extra_args or {})
+                                   .get(GROUP_KEY, 0)) % len(table) for rid in ids])
+        counts = torch.tensor(num_draft_tokens)
+        # token t of request i divides by its group's rate at draft position t - start_i
+        positions = (torch.arange(int(counts.sum()))
+                     - (counts.cumsum(0) - counts).repeat_interleave(counts))
+        divisors = table[groups.repeat_interleave(counts), positions]
+        return u / divisors.to(device=u.device, non_blocking=True)
 
     module.generate_uniform_probs = per_request_uniforms
