@@ -130,7 +130,7 @@ def test_resumes_when_probes_show_high_acceptance():
     plans = [p.plan(REQS) for _ in range(p.probe_interval)]
     assert [pl.batch_length for pl in plans] == [0] * 15 + [1]
     steps_to_resume = None
-    for step in range(1, 5 * p.probe_interval):
+    for step in range(1, 8 * p.probe_interval):
         feed(p, plans[-1], lambda r, n: n)  # every draft accepted
         plans.append(p.plan(REQS))
         if plans[-1].batch_length and plans[-2].batch_length:

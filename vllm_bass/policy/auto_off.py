@@ -20,6 +20,8 @@ makes every step slower. The pieces here are shared by every draft-length policy
 
 from __future__ import annotations
 
+import numpy as np
+
 from vllm_bass.policy.cost_model import PRIOR_COSTS, StepCostModel
 from vllm_bass.policy.policies import DraftLengthPolicy, DraftPlan, Verified
 
@@ -52,6 +54,17 @@ class AcceptanceEstimates:
     (benchmarks/results/sim_auto_off.md)."""
 
     POOL_EMA = 0.05  # per step of observations
+    # Shrinkage toward the pool (empirical Bayes, a beta prior fitted by moments): a window
+    # of ~1/ema steps holds few observations, so raw estimates scatter widely (H100, alpha
+    # 0.8 for every request: q10-q90 0.52-0.92), and the plan then gave long drafts to the
+    # lucky and none to the unlucky, who finished last: a closed batch of 128 ran 60 steps
+    # where 43 carry its tokens. The prior's weight m (pseudo-observations that do not
+    # decay) follows from how much the raw estimates scatter beyond their sampling noise:
+    # requests that truly differ (a mix of 0.9 and 0.3; a perfect draft beside a useless
+    # one) are shrunk little, requests that are alike a lot (up to MAX_SHRINK_WEIGHT).
+    # Closed-batch simulation of the H100 step costs (`benchmarks/e2e/sim_closed_batch.py`,
+    # per_request): see docs/history.md, session 10.
+    MAX_SHRINK_WEIGHT = 16.0
 
     def __init__(self, ema: float, prior_alpha: float = 0.6, prior_weight: float = 2.0):
         self.ema = float(ema)
@@ -62,6 +75,8 @@ class AcceptanceEstimates:
         self.pool_successes = 0.0
         self.pool_failures = 0.0
         self.version = 0  # changes whenever an estimate does (plans cache on it)
+        self.shrink_weight = 0.0  # m, refitted at each observation ...
+        self.shrink_mean = prior_alpha  # ... toward the tracked requests' pooled alpha
 
     @property
     def pool_alpha(self) -> float:
@@ -71,9 +86,11 @@ class AcceptanceEstimates:
 
     def alpha(self, req_id: str) -> float:
         s = self.successes.get(req_id)
+        pool = self.pool_alpha
         if s is None:
-            return self.pool_alpha
-        return s / (s + self.failures[req_id])  # > 0: every observation adds >= 1
+            return pool
+        m = self.shrink_weight
+        return (s + m * self.shrink_mean) / (s + self.failures[req_id] + m)
 
     def observe(self, verified: list[Verified]) -> None:
         b, w = self.ema, self.prior_weight
@@ -93,6 +110,29 @@ class AcceptanceEstimates:
         keep = 1.0 - self.POOL_EMA
         self.pool_successes = keep * self.pool_successes + step_s
         self.pool_failures = keep * self.pool_failures + step_f
+        self.shrink_weight = self._fit_shrink()
+
+    def _fit_shrink(self) -> float:
+        """Beta-binomial method of moments over the tracked requests: the between-request
+        variance tau^2 = Var(raw alpha) - mean sampling variance; prior strength m = mu
+        (1 - mu) / tau^2 - 1, capped, toward mu, the tracked requests' pooled alpha (not the
+        slow pool of new requests' prior: when every request's draft turns good at once,
+        that lagged, and speculation resumed after 7 probes instead of 3). Sampling variance alpha (1 - alpha) / n_eff, with
+        n_eff = (s + f)(2 - ema) (exponential weights hold (2 - ema) / ema effective
+        observations per ~1 / ema of weight)."""
+        if len(self.successes) < 2:
+            return 0.0
+        s = np.fromiter(self.successes.values(), dtype=np.float64)
+        f = np.fromiter(self.failures.values(), dtype=np.float64)
+        n = s + f
+        raw = s / n
+        pool = self.shrink_mean = float(s.sum() / n.sum())
+        noise = float(np.mean(raw * (1.0 - raw) / (n * (2.0 - self.ema))))
+        between = float(np.var(raw)) - noise
+        spread = pool * (1.0 - pool)
+        if between <= spread / (self.MAX_SHRINK_WEIGHT + 1.0):
+            return self.MAX_SHRINK_WEIGHT
+        return max(0.0, spread / between - 1.0)
 
     def forget(self, req_id: str) -> None:
         if self.successes.pop(req_id, None) is not None:

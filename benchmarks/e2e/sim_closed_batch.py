@@ -1,0 +1,166 @@
+"""Closed batches without a device: the real BASS scheduler (policy, cost model, auto-off,
+token budget) against a simulated H100 whose step time follows the law fitted to the
+session-9 H100 traces of the 7B-shape pair (4x1024 draft), with per-request geometric
+acceptance. One batch of `batch` requests, 128 new tokens each, no replacements: the
+makespan is what `vs_vllm.py` measures (ms/token = batch wall time / tokens per request),
+so this is where the tail of a closed batch (stragglers, long drafts for a few requests)
+shows up before a device call is spent on it.
+
+    python benchmarks/e2e/sim_closed_batch.py --batches 8,64,256 --acceptance 0.8,mix
+
+Reports, per (acceptance, batch), plain decoding's makespan over BASS's and over a fixed-K
+policy without auto-off (vLLM draft_model's shape of plan, not its host costs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+MIX_PATTERN = (0.9, 0.6, 0.9, 0.3)  # as vs_vllm.py: request i draws MIX_PATTERN[i % 4]
+
+
+def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int) -> float:
+    """Least-squares fit over ~9000 decode steps of the session-9 H100 traces (calls 6 and 7,
+    BASS default, batch 1-256; median abs. residual 1.6 ms): a plain step is 6.3 ms + 0.053
+    ms per request; drafting at all adds 1.6 ms + 0.015 ms per request (the first pass),
+    each draft step 0.11 + 0.001 ms per request, each verified draft token 0.015 ms."""
+    ms = 6.3 + 0.053 * batch + 0.015 * verify_tokens
+    if draft_steps:
+        ms += 1.6 + 0.015 * batch + draft_steps * (0.11 + 0.001 * batch)
+    return ms
+
+
+def scheduler(batch: int, policy: str, k: int, auto_off: bool, async_scheduling: bool,
+              token_budget: int | None):
+    import torch
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig,
+                                            KVCacheGroupSpec)
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    from tests.harness import DRAFT, TARGET
+    from vllm_bass.scheduler import BassScheduler
+
+    max_model_len = 512
+    args = EngineArgs(model=TARGET, max_model_len=max_model_len, max_num_seqs=batch,
+                      max_num_batched_tokens=max(8192, batch * 40), dtype="float32",
+                      enable_prefix_caching=False,
+                      speculative_config={"method": "bass", "model": DRAFT,
+                                          "draft_length_policy": policy,
+                                          "num_speculative_tokens": k, "auto_off": auto_off})
+    config = args.create_engine_config()
+    config.scheduler_config.async_scheduling = async_scheduling
+    block = 16
+    blocks = batch * (max_model_len // block + 4)
+    config.cache_config.num_gpu_blocks = blocks
+    kv = KVCacheConfig(num_blocks=blocks, kv_cache_tensors=[], kv_cache_groups=[
+        KVCacheGroupSpec(["layer"], FullAttentionSpec(block_size=block, num_kv_heads=1,
+                                                      head_size=8, dtype=torch.float32))])
+    sched = BassScheduler(vllm_config=config, kv_cache_config=kv,
+                          structured_output_manager=StructuredOutputManager(config),
+                          block_size=block, log_stats=False)
+    sched.bass_token_budget = token_budget
+    if hasattr(sched.bass_policy, "token_budget"):
+        sched.bass_policy.token_budget = token_budget
+    return sched
+
+
+def run_batch(sched, alphas: list[float], max_tokens: int, seed: int) -> dict:
+    """Virtual wall time (ms) until every request of the closed batch finished."""
+    import vllm_bass.scheduler as module
+    from tests.test_scheduler import _add, _drafts, _output
+
+    rng = random.Random(seed)
+    clock = [0.0]
+    real_time = module.time
+    module.time = type("VirtualTime", (), {"perf_counter": staticmethod(lambda: clock[0] / 1e3)})
+    alpha_of = {f"r{i}": a for i, a in enumerate(alphas)}
+    steps = [0]
+    verified_total = [0]
+
+    def execute(out):
+        accepted, verify = {}, 0
+        for rid, drafts in out.scheduled_spec_decode_tokens.items():
+            n = 0
+            while n < len(drafts) and rng.random() < alpha_of[rid]:
+                n += 1
+            accepted[rid] = n
+            verify += len(drafts)
+        drafted = sched.bass_draft_steps_run(out.num_spec_tokens_to_schedule, verify)
+        clock[0] += h100_step_ms(len(out.num_scheduled_tokens), drafted, verify)
+        steps[0] += 1
+        verified_total[0] += verify
+        return _output(out, accepted)
+
+    try:
+        for rid in alpha_of:
+            _add(sched, rid, prompt_len=8, max_tokens=max_tokens)
+        pending = []  # the engine core's order: async keeps one step in flight
+        while sched.requests or pending:
+            if sched.requests:
+                pending.append(sched.schedule())
+            if sched.bass_async and len(pending) < 2 and sched.requests:
+                continue
+            done = pending.pop(0)
+            sched.update_from_output(done, execute(done))
+            if not sched.bass_async:
+                sched.update_draft_token_ids(_drafts(sched, done))
+            if steps[0] > 20 * max_tokens:
+                raise RuntimeError("no progress")
+    finally:
+        module.time = real_time
+    return {"ms": clock[0], "steps": steps[0], "verified": verified_total[0]}
+
+
+def alphas_for(acceptance: str, batch: int) -> list[float]:
+    if acceptance == "mix":
+        return [MIX_PATTERN[i % 4] for i in range(batch)]
+    return [float(acceptance)] * batch
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batches", default="1,8,32,64,128,256")
+    ap.add_argument("--acceptance", default="0.6,0.8,0.9,mix")
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--fixed-k", default="1,3,5")
+    ap.add_argument("--sync", action="store_true", help="sync scheduling (default: async)")
+    ap.add_argument("--warm-batches", type=int, default=1,
+                    help="closed batches run first on the same scheduler (cost fit, pool)")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    rows = []
+    for acceptance in args.acceptance.split(","):
+        for batch in (int(b) for b in args.batches.split(",")):
+            alphas = alphas_for(acceptance, batch)
+            plain = args.max_tokens * h100_step_ms(batch, 0, 0)
+            row = {"acceptance": acceptance, "batch": batch, "plain_ms": plain}
+            systems = [("bass", "per_request", 16, True)] + [
+                (f"k{k}", "fixed", int(k), False) for k in args.fixed_k.split(",") if k]
+            for name, policy, k, auto_off in systems:
+                times = []
+                for seed in range(args.seeds):
+                    sched = scheduler(batch, policy, k, auto_off, not args.sync, 512)
+                    for w in range(args.warm_batches):
+                        run_batch(sched, alphas, args.max_tokens, 1000 + 17 * seed + w)
+                    times.append(run_batch(sched, alphas, args.max_tokens, seed)["ms"])
+                row[name] = plain / statistics.mean(times)
+            rows.append(row)
+            print(f"{acceptance:>4} b{batch:<4} " + " ".join(
+                f"{n}={row[n]:.2f}x" for n, *_ in systems), flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
