@@ -61,7 +61,6 @@ class BassModelRunnerMixin:
 
     def _bass_init(self, bass_config: BassConfig) -> None:
         from vllm_bass.worker.sampler import BassRejectionSampler
-
         from vllm_bass.worker.seeded import KeyedSampling
 
         self.bass_config = bass_config
