@@ -4,7 +4,8 @@ Each engine gets its own process (as vLLM's users' scripts do), so engines with 
 configs never share state (vLLM 0.27.1's LLM has no shutdown), and a crash surfaces with the
 child's log. Used by the tests, the demo and the end-to-end benchmarks:
 `run_engine(engine_kwargs, jobs)`; a job is {"prompts": [...], "sampling": {SamplingParams
-kwargs}}.
+kwargs}}, optionally with "per_prompt_seed" (prompt i gets seed per_prompt_seed + i) or
+"per_prompt" (a list of SamplingParams kwargs per prompt, each updating "sampling").
 """
 
 from __future__ import annotations
@@ -97,7 +98,9 @@ def _child(spec_path: str, out_path: str) -> None:
     results = []
     for job in spec["jobs"]:
         sampling = job.get("sampling", {})
-        if "per_prompt_seed" in job:
+        if "per_prompt" in job:
+            params = [SamplingParams(**dict(sampling, **own)) for own in job["per_prompt"]]
+        elif "per_prompt_seed" in job:
             params = [SamplingParams(**sampling, seed=job["per_prompt_seed"] + i)
                       for i in range(len(job["prompts"]))]
         else:

@@ -1,6 +1,7 @@
 """The OpenAI-compatible server with `--spec-worker bass`: starts the real server process,
 completes concurrent requests over HTTP, rejects a bad request with a 4xx while continuing
-to serve, and exports speculative-decoding metrics on /metrics."""
+to serve, exports speculative-decoding metrics on /metrics, and answers one seeded request
+sent 4 times among unseeded ones with one text."""
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -68,3 +69,20 @@ def test_speculative_metrics_exported(server):
     # every drafted sequence-step is one histogram observation
     assert hist_count == values["vllm:spec_decode_num_drafts_total"] if (
         "vllm:spec_decode_num_drafts_total" in values) else True
+
+
+def test_seeded_request_reproduces_through_the_server(server):
+    """The same seeded request (temperature 0.8, seed 1) 4 times, concurrently with 4
+    unseeded ones: one text; the unseeded ones differ (sampling is really random)."""
+    sampled = {"temperature": 0.8, "max_tokens": 32, "ignore_eos": True}
+    jobs = [dict(sampled, seed=1)] * 4 + [sampled] * 4
+    jobs = [jobs[i] for i in (0, 4, 1, 5, 2, 6, 3, 7)]
+    with ThreadPoolExecutor(8) as pool:
+        replies = list(pool.map(lambda extra: _complete(server, PROMPTS[0], **extra), jobs))
+    for r in replies:
+        assert r.status_code == 200, r.text
+    texts = [r.json()["choices"][0]["text"] for r in replies]
+    seeded = {t for t, j in zip(texts, jobs) if "seed" in j}
+    unseeded = {t for t, j in zip(texts, jobs) if "seed" not in j}
+    assert len(seeded) == 1, f"one seeded request, {len(seeded)} outputs: {seeded}"
+    assert len(unseeded) > 1, "unseeded requests all gave one text"

@@ -3,10 +3,11 @@
 Many samples of short continuations of fixed prompts at temperature 1 (and one top-k/top-p
 setting) from the plain engine and from BASS; at each generated position past the first
 (the first comes from the prefill, not from speculation) the two token distributions are
-compared with a two-sample chi-square test. Rejection threshold p < 1e-3 per test; with
-6 tests the false-alarm rate of the whole file is below 0.6%. Seeds are fixed, so a run is
-deterministic; an inexact sampler shifts these marginals and fails (vLLM 0.27.1's own CPU
-draft-model path does, grossly).
+compared with a two-sample chi-square test. BASS samples each setting twice: unseeded (exact
+rejection sampling) and with a different seed per request (the position-keyed coupling over
+1500 seeds). Rejection threshold p < 1e-3 per comparison (8 tests of 3 positions). Seeds
+are fixed, so a run is deterministic; an inexact sampler shifts these marginals and fails
+(vLLM 0.27.1's own CPU draft-model path does, grossly).
 Also: a seeded request gives the same tokens twice through BASS.
 """
 
@@ -25,12 +26,16 @@ ALPHA = 1e-3
 SETTINGS = {"t1": {"temperature": 1.0}, "topk": {"temperature": 0.8, "top_k": 20, "top_p": 0.9}}
 
 
-def _jobs():
-    return [{"prompts": [PROMPT] * N, "per_prompt_seed": 1000 * i,
-             "sampling": dict(s, max_tokens=max(POSITIONS) + 1, ignore_eos=True)}
-            for i, s in enumerate(SETTINGS.values())] + [
-        {"prompts": ["class Foo:\n"] * 4, "per_prompt_seed": 7,
-         "sampling": {"temperature": 1.0, "max_tokens": 24, "ignore_eos": True}}] * 2
+def _jobs(unseeded: bool = False):
+    """Per setting N seeded requests (1500 seeds), a seeded pair for reproduction and,
+    for BASS, the settings again without seeds."""
+    sampled = [{"prompts": [PROMPT] * N, "per_prompt_seed": 1000 * i,
+                "sampling": dict(s, max_tokens=max(POSITIONS) + 1, ignore_eos=True)}
+               for i, s in enumerate(SETTINGS.values())]
+    repro = [{"prompts": ["class Foo:\n"] * 4, "per_prompt_seed": 7,
+              "sampling": {"temperature": 1.0, "max_tokens": 24, "ignore_eos": True}}] * 2
+    plain = [{k: v for k, v in job.items() if k != "per_prompt_seed"} for job in sampled]
+    return sampled + repro + (plain if unseeded else [])
 
 
 def _engine(**kw):
@@ -49,7 +54,7 @@ def bass(request):
         _engine(speculative_config=bass_spec(num_speculative_tokens=4,
                                              draft_length_policy="fixed", auto_off=False,
                                              draft_sample_method=request.param)),
-        _jobs(), metrics=True)
+        _jobs(unseeded=True), metrics=True)
 
 
 def two_sample_pvalue(a: list[int], b: list[int]) -> float:
@@ -62,20 +67,23 @@ def two_sample_pvalue(a: list[int], b: list[int]) -> float:
     return float(stats.chi2_contingency(merged)[1])
 
 
+@pytest.mark.parametrize("seeded", [True, False], ids=["seeded", "unseeded"])
 @pytest.mark.parametrize("setting", list(SETTINGS))
-def test_bass_samples_follow_target_distribution(plain, bass, setting):
+def test_bass_samples_follow_target_distribution(plain, bass, setting, seeded):
     method, got = bass
     idx = list(SETTINGS).index(setting)
     ref = plain["results"][idx]["token_ids"]
-    spec = got["results"][idx]["token_ids"]
+    spec = got["results"][idx if seeded else len(SETTINGS) + 2 + idx]["token_ids"]
     for pos in POSITIONS:
         a = [t[0][pos] for t in ref]
         b = [t[0][pos] for t in spec]
         p = two_sample_pvalue(a, b)
-        assert p > ALPHA, f"{method}/{setting}: position {pos} distribution differs (p={p:.2e})"
+        assert p > ALPHA, (f"{method}/{setting}/{'seeded' if seeded else 'unseeded'}: "
+                           f"position {pos} distribution differs (p={p:.2e})")
 
 
 def test_seeded_requests_reproduce(bass):
     method, got = bass
-    first, second = got["results"][-2]["token_ids"], got["results"][-1]["token_ids"]
+    first = got["results"][len(SETTINGS)]["token_ids"]
+    second = got["results"][len(SETTINGS) + 1]["token_ids"]
     assert first == second, f"{method}: the same seeds gave different tokens"

@@ -40,6 +40,8 @@ DRAFTER = "vllm.v1.spec_decode.draft_model.DraftModelProposer"
 DISPATCHER = "vllm.v1.cudagraph_dispatcher.CudagraphDispatcher"
 SCHEDULER = "vllm.v1.core.sched.scheduler.Scheduler"
 SAMPLER = "vllm.v1.sample.rejection_sampler.RejectionSampler"
+TOPK_TOPP = "vllm.v1.sample.ops.topk_topp_sampler.TopKTopPSampler"
+KEYED = "vLLM samples seeded requests keyed by position"
 WORKER = "vllm.v1.worker.gpu_worker.Worker"
 UPSTREAM = "vLLM exposes the hook upstream"
 
@@ -111,6 +113,20 @@ _FIXED: tuple[Surface, ...] = (
     Surface(f"{SAMPLER}.forward", "override", "vllm_bass.worker.sampler",
             "ragged rejection sampling (per-request lengths, exact for sampled requests)",
             "vLLM takes per-request draft lengths"),
+    # seeded requests (worker/seeded.py): position-keyed sampling in every sampler
+    Surface(f"{TOPK_TOPP}.forward", "field-reuse", "vllm_bass.worker.seeded",
+            "the BASS runner's instance gets a wrapper that samples the step's seeded rows "
+            "position-keyed (vLLM's own forward otherwise), so seeds reproduce under BASS",
+            KEYED),
+    Surface(f"{TOPK_TOPP}.logprobs_mode", "private", "vllm_bass.worker.seeded",
+            "the keyed path returns the processed logits/logprobs vLLM's would", KEYED),
+    Surface("vllm.v1.sample.sampler.Sampler.topk_topp_sampler", "private",
+            "vllm_bass.worker.seeded", "the sampler instance the keyed wrapper goes on", KEYED),
+    Surface(f"{RUNNER}.sampler", "private", "vllm_bass.worker.model_runner",
+            "the runner's Sampler (plain steps and bonus tokens) gets the keyed wrapper", KEYED),
+    Surface(f"{RUNNER}.seq_lens", "private", "vllm_bass.worker.model_runner",
+            "each row's sequence length = the position of its next sampled token (keyed)",
+            KEYED),
     Surface("vllm.v1.sample.rejection_sampler.RejectionSampler.synthetic_conditional_rates",
             "private", "benchmarks/e2e/synthetic_control.py (benchmarks only)",
             "vLLM's synthetic acceptance set per setting in a running engine", "never"),

@@ -11,6 +11,9 @@ accepted with probability min(1, p(x) / q(x)); at the first rejection the output
 of normalize(max(0, p - q)); if every draft token is accepted, a bonus token is sampled from
 the target at the next position. Greedy requests accept x iff x == argmax p and emit argmax p
 on rejection, which makes greedy output identical to non-speculative greedy decoding.
+Requests with a seed (`keyed`) use the position-keyed coupling of `vllm_bass.sampling.keyed`
+instead: the target's own keyed sample at each draft position is the output, a draft token is
+accepted iff it equals that sample, so their tokens do not depend on the drafts.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from vllm_bass.sampling.keyed import KeyedTokens, keyed_sample
 from vllm_bass.utils.host_copy import to_device
 from vllm_bass.utils.ragged import ragged_rows
 
@@ -86,6 +90,7 @@ def rejection_sample(
     max_spec_len: int | None = None,
     all_greedy: bool | None = None,     # host-known `is_greedy.all()` (saves a device sync)
     layout: tuple[torch.Tensor, ...] | None = None,  # `ragged_layout`, when the caller has it
+    keyed: KeyedTokens | None = None,   # the draft tokens of seeded requests
 ) -> torch.Tensor:
     """Returns [B, max_spec_len + 1] int32 token ids, PLACEHOLDER_TOKEN_ID after the end.
 
@@ -138,6 +143,12 @@ def rejection_sample(
         random_accept = (q_x > 0) & (p_x >= randomness.uniforms.to(torch.float64) * q_x)
         accept = torch.where(greedy_tok, accept, random_accept)
         recovered = torch.where(greedy_tok, recovered, random_recovered)
+
+    if keyed is not None and keyed.index.shape[0] > 0:
+        # seeded requests: the output at each position is the target's keyed sample there
+        sample = keyed_sample(target_logits[keyed.index], keyed.seeds, keyed.positions)
+        accept[keyed.index] = draft[keyed.index] == sample
+        recovered[keyed.index] = sample
 
     if synthetic_conditional_rates is not None:
         rates = synthetic_conditional_rates.to(device=device, dtype=torch.float64)

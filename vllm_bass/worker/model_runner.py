@@ -19,6 +19,8 @@ back rejected KV slots by overwriting. The mixin changes what BASS changes:
     ragged (piecewise graphs either way), so the graphs are better spent on the batches
     auto-off produces: one token per sequence, exactly like plain decoding. Only `fixed`
     without auto-off keeps vLLM's 1 + K.
+  * seeded requests sample position-keyed (`seeded`): the same tokens whatever the policy,
+    auto-off, batch, timing or preemption.
 """
 
 from __future__ import annotations
@@ -59,13 +61,18 @@ class BassModelRunnerMixin:
 
     def _bass_init(self, bass_config: BassConfig) -> None:
         from vllm_bass.worker.sampler import BassRejectionSampler
+        from vllm_bass.worker.seeded import KeyedSampling
 
         self.bass_config = bass_config
         # drafter length of the last step (the scheduler's plan; 0 = off-step)
         self.bass_draft_length = bass_config.num_speculative_tokens
+        # seeded rows sample position-keyed in every sampler of this runner
+        self._bass_keyed = KeyedSampling(self.sampler) if hasattr(self, "sampler") else None
+        self._bass_seeded_step = None  # this step's SeededRows, for the drafter
         if getattr(self, "speculative_config", None) is not None and hasattr(self, "rejection_sampler"):
             self.rejection_sampler = BassRejectionSampler(
                 self.sampler, self.speculative_config, bass_config, self.device)
+            self.rejection_sampler.keyed = self._bass_keyed
         self._bass_known_reqs: set[str] = set()
         self.bass_async = bool(getattr(self, "use_async_scheduling", False))
         self._bass_skipped = None  # draft_sync.SkippedTokens, under async scheduling
@@ -199,6 +206,8 @@ class BassModelRunnerMixin:
             batch_length = 1  # drafts nothing that is scheduled; keeps the draft's KV
         saved = scheduler_output.num_spec_tokens_to_schedule
         scheduler_output.num_spec_tokens_to_schedule = batch_length
+        if drafter is not None:
+            drafter.bass_seeded = self._bass_seeded_step
         try:
             return super().propose_draft_token_ids(
                 scheduler_output, sampled_token_ids, sampling_metadata, hidden_states,
@@ -206,8 +215,10 @@ class BassModelRunnerMixin:
                 common_attn_metadata, slot_mappings)
         finally:
             scheduler_output.num_spec_tokens_to_schedule = saved
+            self._bass_seeded_step = None
             if drafter is not None:
                 drafter.bass_catch_up = None
+                drafter.bass_seeded = None
 
     @staticmethod
     def _bass_may_skip_draft(scheduler_output, req_ids, starts, debt, drafter,
@@ -241,6 +252,21 @@ class BassModelRunnerMixin:
         self._bass_known_reqs = current
 
     def _sample(self, logits, spec_decode_metadata):
+        """vLLM's sampling, with this step's seeded rows (if any) sampled keyed."""
+        keyed = self._bass_keyed
+        if keyed is None:
+            return self._bass_sample(logits, spec_decode_metadata)
+        from vllm_bass.worker.seeded import seeded_rows
+
+        # the drafter reads it after sampling, in the same step (same rows)
+        self._bass_seeded_step = keyed.current = seeded_rows(
+            self.input_batch.sampling_metadata.generators, self.seq_lens, self.device)
+        try:
+            return self._bass_sample(logits, spec_decode_metadata)
+        finally:
+            keyed.current = None
+
+    def _bass_sample(self, logits, spec_decode_metadata):
         sampler = getattr(self, "rejection_sampler", None)
         if getattr(sampler, "synthetic_mode", False) and hasattr(sampler, "current_groups"):
             from vllm_bass.worker.sampler import SYNTHETIC_GROUP_KEY

@@ -4,7 +4,7 @@ Kept from vLLM (by inheritance): bonus-token sampling through the engine's Sampl
 processors / penalties over the draft positions, logprobs. Replaced: the target-logit
 processing (temperature / top-k / top-p in plain torch, expanded per draft token) and the
 accept / recover step (`vllm_bass.sampling.rejection`), plus per-request synthetic
-acceptance for benchmarks.
+acceptance for benchmarks. Seeded requests verify position-keyed (`worker.seeded`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from vllm.v1.outputs import SamplerOutput
 from vllm.v1.sample.rejection_sampler import MAX_SPEC_LEN, RejectionSampler
 
 from vllm_bass.config import BassConfig
+from vllm_bass.sampling.keyed import keyed_draft_tokens
 from vllm_bass.sampling.rejection import (
     _SAMPLING_EPS,
     draw_randomness,
@@ -79,6 +80,8 @@ class BassRejectionSampler(RejectionSampler):
         # the group each current request asked for (SamplingParams.extra_args
         # [SYNTHETIC_GROUP_KEY]), None where it did not; set by the runner every step
         self.current_groups: list[int | None] = []
+        # the runner's seeded.KeyedSampling (the step's seeded rows), None outside BASS runners
+        self.keyed = None
 
     def _synthetic_rates(self, num_reqs: int) -> torch.Tensor:
         assert self.synthetic_groups is not None
@@ -128,6 +131,10 @@ class BassRejectionSampler(RejectionSampler):
         randomness = (draw_randomness(metadata.num_draft_tokens, target_logits.shape[-1],
                                       sampling_metadata.generators, logits.device)
                       if need_random else None)
+        seeded = self.keyed.current if self.keyed is not None else None
+        keyed = (keyed_draft_tokens(metadata.num_draft_tokens, seeded.rows, seeded.seeds,
+                                    seeded.next_positions)
+                 if seeded is not None and not sampling_metadata.all_greedy else None)
         output_token_ids = rejection_sample(
             metadata.draft_token_ids, metadata.num_draft_tokens, target_logits,
             bonus.sampled_token_ids, is_greedy, draft_probs, randomness,
@@ -136,6 +143,7 @@ class BassRejectionSampler(RejectionSampler):
             max_spec_len=metadata.max_spec_len,
             all_greedy=bool(sampling_metadata.all_greedy),
             layout=layout,
+            keyed=keyed,
         )
         logprobs_tensors = None
         if sampling_metadata.max_num_logprobs is not None:

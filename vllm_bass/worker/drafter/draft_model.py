@@ -4,8 +4,9 @@ vLLM's draft-model proposer does the batched drafting over the draft's paged KV 
 whole; we only replace how it turns draft logits into (token, q):
   * q is processed like the target's p (temperature, top-k, top-p), which raises acceptance;
     exactness never depends on this, only on q being the distribution the token came from;
-  * requests with a seed draw their draft tokens from their own torch.Generator (vLLM 0.27.1
-    ignores seeds here), so a seeded request is reproducible end to end;
+  * requests with a seed draw their draft token at position t with the position-keyed noise
+    their target sample at t uses (`sampling.keyed`, Gumbel coupling): the draft agrees
+    with the target's (reproducible) sample whenever the two argmaxes agree;
   * after off-steps that skipped the draft, the first pass is extended to catch the draft's
     KV up (`draft_sync`);
   * the one-token steps after the first pass run as full CUDA graphs (`draft_graphs`):
@@ -20,11 +21,16 @@ from vllm.v1.spec_decode.draft_model import DraftModelProposer
 
 from vllm_bass.worker.drafter.draft_graphs import DraftStepGraphs
 from vllm_bass.worker.drafter.draft_sync import CatchUp, DraftKVDebt, apply_catch_up
+from vllm_bass.sampling.keyed import keyed_sample
 from vllm_bass.sampling.rejection import _SAMPLING_EPS
 
 
-def sample_draft(logits: torch.Tensor, sampling_metadata) -> tuple[torch.Tensor, torch.Tensor]:
-    """One draft position for each request row: returns (token ids [B], q [B, V] float32)."""
+def sample_draft(logits: torch.Tensor, sampling_metadata,
+                 keyed: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """One draft position for each request row: returns (token ids [B], q [B, V] float32).
+    `keyed`: (rows, seeds, positions) of the seeded rows, sampled with their position-keyed
+    noise (q stays their draft distribution; their verification does not use it)."""
     from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p
 
     temperature = sampling_metadata.temperature
@@ -43,6 +49,9 @@ def sample_draft(logits: torch.Tensor, sampling_metadata) -> tuple[torch.Tensor,
         if i < rows:
             noise[i].exponential_(generator=gen)
     tokens = (q.double() / noise).argmax(dim=-1)
+    if keyed is not None:
+        rows, seeds, positions = keyed
+        tokens[rows] = keyed_sample(scaled[rows], seeds, positions)
     tokens = torch.where(greedy, logits.argmax(dim=-1), tokens)
     return tokens, q
 
@@ -66,6 +75,9 @@ class BassDraftModelProposer(DraftModelProposer):
     bass_catch_up: CatchUp | None = None  # set by the runner for the next propose() only
     bass_step_graphs: DraftStepGraphs | None = None  # None: vLLM's own draft loop
     _bass_first_pass: tuple | None = None  # what set_inputs_first_pass returned last
+    bass_seeded = None  # the step's seeded.SeededRows, set by the runner around propose()
+    _bass_draft_step = 0  # draft tokens sampled so far in this propose()
+    _bass_seeded_base: torch.Tensor | None = None  # [S] position of the first draft token
 
     def bass_can_use_step_graphs(self) -> bool:
         """Our draft loop covers the plain draft-model chain: what the catch-up needs (the
@@ -103,6 +115,7 @@ class BassDraftModelProposer(DraftModelProposer):
                 common_attn_metadata, sampling_metadata, mm_embed_inputs=None,
                 num_rejected_tokens_gpu=None, slot_mappings=None):
         catch_up, self.bass_catch_up = self.bass_catch_up, None
+        self._bass_draft_step, self._bass_seeded_base = 0, None
         if catch_up is not None:
             assert token_indices_to_sample is None and num_rejected_tokens_gpu is None, (
                 "draft catch-up runs only on steps that verified no drafts")
@@ -176,7 +189,24 @@ class BassDraftModelProposer(DraftModelProposer):
         if sampling_metadata.temperature is None or (
                 sampling_metadata.temperature.shape[0] != logits.shape[0]):
             return super()._sample_from_logits(logits, sampling_metadata)
-        return sample_draft(logits, sampling_metadata)
+        step, self._bass_draft_step = self._bass_draft_step, self._bass_draft_step + 1
+        return sample_draft(logits, sampling_metadata, self._bass_keyed_rows(step))
+
+    def _bass_keyed_rows(self, step: int):
+        """(rows, seeds, positions) of the seeded rows for draft token `step` of this
+        propose(), or None. Draft token k sits k past the first, whose position is one past
+        the first pass's sampled input (read from vLLM's positions buffer at the first
+        draft token, before the draft loop advances it)."""
+        seeded = self.bass_seeded
+        if seeded is None:
+            return None
+        if self._bass_seeded_base is None:
+            first_pass = self._bass_first_pass
+            if first_pass is None or step != 0:
+                return None  # not a draft pass we know the positions of
+            sampled_at = first_pass[1]
+            self._bass_seeded_base = self.positions[sampled_at][seeded.rows_device] + 1
+        return seeded.rows_device, seeded.seeds, self._bass_seeded_base + step
 
 
 def install_bass_drafter(drafter, step_graphs: bool = True) -> None:
