@@ -14,6 +14,8 @@
 #   bash scripts/gpu_bench.sh profile   # session 9: FA3 draft-graph test; py-spy of BASS and
 #                                       # vLLM K=3 at batch 8/32 (carry .pyspy)
 #   VS_ARGS="--systems ..." bash scripts/gpu_bench.sh vs_vllm  # a slice of issue 13's matrix
+ #   VS_ARGS=... [MATRIX_TESTS=...] bash scripts/gpu_bench.sh matrix  # session 10: a slice
+#                                       # of the matrix, 2 repeats, the GPU's UUID recorded
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
 #                                       # the any-batch grid vs the direct grid),
 #                                       # then the engine tests outside the engine part
@@ -80,5 +82,16 @@ case "${1:-}" in
     timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_vllm" \
       $VS_ARGS 2>&1 | tee "$W/vs_vllm.log"
     pack vs_vllm ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm" >&2; exit 2 ;;
+  matrix)  # session 10: one slice of issue 13's matrix per call (VS_ARGS), calls back to
+    # back on one machine (gpu_uuid.txt says which); MATRIX_TESTS: pytest targets run first
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    if [ -n "${MATRIX_TESTS:-}" ]; then
+      timeout "${TESTS_TIMEOUT:-200}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider \
+        $MATRIX_TESTS 2>&1 | tee "$W/gpu_tests.txt"
+    fi
+    timeout "${VS_TIMEOUT:-480}" python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_vllm" \
+      --repeats 2 --timeout 290 $VS_ARGS 2>&1 | tee "$W/vs_vllm.log"
+    cp "$W/vs_vllm.json" "$OUT/" 2>/dev/null
+    pack matrix ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix" >&2; exit 2 ;;
 esac
