@@ -156,6 +156,9 @@ class BassScheduler(Scheduler):
                 self.bass_costs.off_weight(len(req_ids)) < OFF_SAMPLES_WANTED)
         # the step scheduled now verifies the drafts of the previous plan
         out.bass_verified_probe = self.bass_plan.probe
+        if hasattr(policy, "remaining"):
+            policy.remaining = {r: self.requests[r].max_tokens - self.requests[r].num_output_tokens
+                                for r in req_ids if r in self.requests}
         plan = policy.plan(req_ids) if req_ids else self.bass_plan
         if req_ids and self.bass_token_budget is not None:
             estimates = getattr(policy, "estimates", None)

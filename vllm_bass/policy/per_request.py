@@ -25,6 +25,7 @@ from vllm_bass.policy.policies import (DraftLengthPolicy, DraftPlan, Verified,
 
 __all__ = ["PerRequestDraftLength", "StepCostModel"]
 
+REMAINING_POWER = 1.0
 SEQUENCE_PROBE_INTERVAL = 4  # drafting steps a request sits out before a one-token draft
 
 
@@ -48,6 +49,9 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self._last_lengths: list[int] = []
         self._last_speedup = 1.0
         self._undrafted: dict[str, int] = {}  # consecutive drafting steps a request sat out
+        # tokens each request may still emit (max_tokens - output; the scheduler sets it
+        # every step; None: unknown, every token weighs the same)
+        self.remaining: dict[str, int] | None = None
 
     @property
     def probe_interval(self) -> int:
@@ -78,7 +82,16 @@ class PerRequestDraftLength(DraftLengthPolicy):
                 lengths[i], idle = 1, 0
             self._undrafted[rid] = idle
 
-    def best_lengths(self, alphas: list[float]) -> list[int]:
+    def remaining_weights(self, req_ids: list[str]) -> list[float] | None:
+        """(remaining_i / max remaining) ** REMAINING_POWER: the batch is done when its
+        longest request is, so tokens of a request far ahead shorten nothing."""
+        if self.remaining is None or REMAINING_POWER == 0 or len(req_ids) < 2:
+            return None
+        rem = np.array([max(1, self.remaining.get(r, 1)) for r in req_ids], dtype=np.float64)
+        w = (rem / rem.max()) ** REMAINING_POWER
+        return None if bool((w >= 0.999).all()) else [round(float(x), 2) for x in w]
+
+    def best_lengths(self, alphas: list[float], weights: list[float] | None = None) -> list[int]:
         """argmax over ragged lengths of (sum_i 1 + E_i(l_i)) / T(l) (Dinkelbach on lambda).
 
         For a fixed cap on the longest draft and a rate lambda, sequence i takes every draft
@@ -90,19 +103,24 @@ class PerRequestDraftLength(DraftLengthPolicy):
             return []
         cost = self.cost
         alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 1.0)
-        gains = alpha[:, None] ** np.arange(1, self.k_max + 1)[None, :]  # P(j drafts accepted)
+        weight = (np.ones(n) if weights is None
+                  else np.clip(np.asarray(weights, dtype=np.float64), 1e-3, 1.0))
+        # P(j drafts accepted), each sequence's tokens weighted by how much they shorten the
+        # batch (`remaining_weights`)
+        gains = weight[:, None] * alpha[:, None] ** np.arange(1, self.k_max + 1)[None, :]
         expected = np.concatenate([np.zeros((n, 1)), np.cumsum(gains, axis=1)], axis=1)
+        worth = float(weight.sum())  # one step's weighted tokens without drafts
         if n == 1:
             # one sequence: every length at once (the search below costs ~0.5 ms at batch 1,
             # where a step is shortest)
             lengths = np.arange(self.k_max + 1)
             times = np.array([cost.time_for(int(k), int(k)) for k in lengths])
-            rates = (1.0 + expected[0]) / times
+            rates = (weight[0] + expected[0]) / times
             best = int(np.argmax(rates))  # the shortest among equals, 0 first
             return [best]
         rows = np.arange(n)
         best_lengths = np.zeros(n, dtype=np.int64)
-        best_rate = n / cost.time_for(0, 0)
+        best_rate = worth / cost.time_for(0, 0)
         room = None if self.token_budget is None else max(0, self.token_budget - n)
         for cap in range(1, self.k_max + 1):
             rate = best_rate
@@ -110,7 +128,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
                 lengths = (gains[:, :cap] > rate * cost.per_verify_token).sum(axis=1)
                 if room is not None and lengths.sum() > room:
                     lengths = keep_best_positions(gains[:, :cap], lengths, room)
-                total = n + expected[rows, lengths].sum()
+                total = worth + expected[rows, lengths].sum()
                 longest = int(lengths.max())
                 new_rate = total / cost.time_for(longest, int(lengths.sum()))
                 if abs(new_rate - rate) < 1e-12:
@@ -127,11 +145,14 @@ class PerRequestDraftLength(DraftLengthPolicy):
     def plan(self, req_ids: list[str]) -> DraftPlan:
         # the optimum depends only on the estimates and the cost model: while neither
         # changed (off-steps verify nothing) the last answer stands
-        key = (tuple(req_ids), self.estimates.version, self.cost)
+        weights = self.remaining_weights(req_ids)
+        key = (tuple(req_ids), self.estimates.version, self.cost,
+               None if weights is None else tuple(weights))
         if self._last_key != key:
             self._last_key = key
             alphas = [self.alpha(r) for r in req_ids]
-            self._last_lengths = [max(self.min_length, n) for n in self.best_lengths(alphas)]
+            self._last_lengths = [max(self.min_length, n)
+                                  for n in self.best_lengths(alphas, weights)]
             self._last_speedup = predicted_speedup(self.cost, alphas, self._last_lengths)
         lengths = list(self._last_lengths)
         off = bool(req_ids) and not any(lengths)
