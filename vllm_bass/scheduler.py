@@ -18,7 +18,8 @@ drafts need.
 * vLLM pads *new* decode requests to 1 + K tokens to keep full CUDA graphs; with adaptive
   lengths up to 32 that padding would waste a whole draft's verification, so it is off.
 * Token budget: a verification holds at most vLLM's largest CUDA-graph size in tokens
-  (`within_token_budget`): above it the step runs without graphs, 3-4x slower.
+  (`within_token_budget`): above it the step runs without graphs, 3-4x slower at batch
+  32-64; from batch 128 up the budget grows to LARGE_BATCH_TOKENS_PER_REQUEST per request.
 * Step costs: every pure-decode step is timed (the period between the ends of consecutive
   steps' `update_from_output`, which in async mode is the pipelined step time) and fitted by
   `StepCostEstimator`; the policy uses the relative cost model for the step's batch size to
@@ -67,6 +68,20 @@ def verified_from_output(scheduled_spec: dict[str, list[int]], sampled_token_ids
         out.append(Verified(rid, len(drafts), max(0, min(len(generated) - 1, len(drafts))),
                             probe))
     return out
+
+
+# At large batches the budget grows to this many tokens per request: there the step is
+# GPU-bound, a graph-less launch is hidden behind it, and the capture size alone left one
+# draft token per request at batch 256 (mean acceptance length 1.8), where vLLM's
+# draft_model verifying 3 per request ran 1.24x plain and BASS 1.11x (H100, session 10).
+LARGE_BATCH_TOKENS_PER_REQUEST = 4
+
+
+def step_token_budget(capture_budget: int | None, batch: int) -> int | None:
+    """The verification budget of a step of `batch` requests (None: unlimited)."""
+    if capture_budget is None:
+        return None
+    return max(capture_budget, LARGE_BATCH_TOKENS_PER_REQUEST * batch)
 
 
 def verification_token_budget(vllm_config) -> int | None:
@@ -156,13 +171,16 @@ class BassScheduler(Scheduler):
                 self.bass_costs.off_weight(len(req_ids)) < OFF_SAMPLES_WANTED)
         # the step scheduled now verifies the drafts of the previous plan
         out.bass_verified_probe = self.bass_plan.probe
+        budget = step_token_budget(self.bass_token_budget, len(req_ids))
+        if hasattr(policy, "token_budget"):
+            policy.token_budget = budget
         if hasattr(policy, "remaining"):
             policy.remaining = {r: self.requests[r].max_tokens - self.requests[r].num_output_tokens
                                 for r in req_ids if r in self.requests}
         plan = policy.plan(req_ids) if req_ids else self.bass_plan
-        if req_ids and self.bass_token_budget is not None:
+        if req_ids and budget is not None:
             estimates = getattr(policy, "estimates", None)
-            plan = within_token_budget(plan, req_ids, self.bass_token_budget,
+            plan = within_token_budget(plan, req_ids, budget,
                                        estimates.alpha if estimates is not None else None)
         self.bass_plan = plan
         if self._bass_plan_trace is not None and req_ids and self._bass_plans_left > 0:
