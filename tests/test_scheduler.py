@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.cpu, pytest.mark.gpu]
 
 
 def _scheduler(async_scheduling: bool, max_model_len: int = 512, measured_costs: bool = False,
-               **spec):
+               max_num_seqs: int = 8, **spec):
     import torch
     from vllm.engine.arg_utils import EngineArgs
     from vllm.sampling_params import SamplingParams  # noqa: F401
@@ -25,13 +25,14 @@ def _scheduler(async_scheduling: bool, max_model_len: int = 512, measured_costs:
 
     from vllm_bass.scheduler import BassScheduler
 
-    args = EngineArgs(model=TARGET, max_model_len=max_model_len, max_num_seqs=8, dtype="float32",
+    args = EngineArgs(model=TARGET, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+                      dtype="float32",
                       enable_prefix_caching=False,
                       speculative_config={"method": "bass", "model": DRAFT, **spec})
     config = args.create_engine_config()
     config.scheduler_config.async_scheduling = async_scheduling
     block = 16
-    blocks = 8 * (max_model_len // block + 4)
+    blocks = max_num_seqs * (max_model_len // block + 4)
     config.cache_config.num_gpu_blocks = blocks  # what the engine sets after profiling
     kv = KVCacheConfig(num_blocks=blocks, kv_cache_tensors=[], kv_cache_groups=[
         KVCacheGroupSpec(["layer"], FullAttentionSpec(block_size=block, num_kv_heads=1,

@@ -41,36 +41,14 @@ def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int) -> float:
 
 def scheduler(batch: int, policy: str, k: int, auto_off: bool, async_scheduling: bool,
               token_budget: int | None):
-    import torch
-    from vllm.engine.arg_utils import EngineArgs
-    from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig,
-                                            KVCacheGroupSpec)
-    from vllm.v1.structured_output import StructuredOutputManager
+    """The engine's scheduler on a real VllmConfig (tests/test_scheduler.py builds it), with
+    vLLM's largest CUDA-graph size as the verification budget, as on the GPU."""
+    from tests.test_scheduler import _scheduler
 
-    from tests.harness import DRAFT, TARGET
-    from vllm_bass.scheduler import BassScheduler
-
-    max_model_len = 512
-    args = EngineArgs(model=TARGET, max_model_len=max_model_len, max_num_seqs=batch,
-                      max_num_batched_tokens=max(8192, batch * 40), dtype="float32",
-                      enable_prefix_caching=False,
-                      speculative_config={"method": "bass", "model": DRAFT,
-                                          "draft_length_policy": policy,
-                                          "num_speculative_tokens": k, "auto_off": auto_off})
-    config = args.create_engine_config()
-    config.scheduler_config.async_scheduling = async_scheduling
-    block = 16
-    blocks = batch * (max_model_len // block + 4)
-    config.cache_config.num_gpu_blocks = blocks
-    kv = KVCacheConfig(num_blocks=blocks, kv_cache_tensors=[], kv_cache_groups=[
-        KVCacheGroupSpec(["layer"], FullAttentionSpec(block_size=block, num_kv_heads=1,
-                                                      head_size=8, dtype=torch.float32))])
-    sched = BassScheduler(vllm_config=config, kv_cache_config=kv,
-                          structured_output_manager=StructuredOutputManager(config),
-                          block_size=block, log_stats=False)
+    sched = _scheduler(async_scheduling, max_model_len=512, measured_costs=True,
+                       max_num_seqs=batch, draft_length_policy=policy,
+                       num_speculative_tokens=k, auto_off=auto_off)
     sched.bass_token_budget = token_budget
-    if hasattr(sched.bass_policy, "token_budget"):
-        sched.bass_policy.token_budget = token_budget
     return sched
 
 
