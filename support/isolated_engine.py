@@ -55,11 +55,14 @@ def engine_env() -> dict:
 
 
 def run_engine(engine_kwargs: dict, jobs: list[dict], metrics: bool = False,
-               timeout: float = 1800, log_path: str | None = None) -> dict:
+               timeout: float = 1800, log_path: str | None = None,
+               memory: bool = False) -> dict:
+    """`memory`: each job's result carries `rss_bytes`, the resident memory of the engine
+    process tree after it."""
     with tempfile.TemporaryDirectory() as tmp:
         spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "out.json")
         spec_path.write_text(json.dumps({"engine": engine_kwargs, "jobs": jobs,
-                                         "metrics": metrics}))
+                                         "metrics": metrics, "memory": memory}))
         proc = subprocess.run([sys.executable, "-m", "support.isolated_engine", str(spec_path),
                                str(out_path)], cwd=REPO, env=engine_env(),
                               capture_output=True, text=True, timeout=timeout)
@@ -115,11 +118,29 @@ def _child(spec_path: str, out_path: str) -> None:
         }
         if spec.get("metrics"):  # cumulative counters after this job
             result["metrics"] = _metrics_dict(llm.get_metrics())
+        if spec.get("memory"):  # resident memory of this process and the engine's children
+            result["rss_bytes"] = _tree_rss()
         results.append(result)
     out = {"results": results}
     if spec.get("metrics"):
         out["metrics"] = _metrics_dict(llm.get_metrics())
     Path(out_path).write_text(json.dumps(out))
+
+
+def _tree_rss() -> int:
+    import gc
+
+    import psutil
+
+    gc.collect()
+    me = psutil.Process()
+    total = 0
+    for p in [me] + me.children(recursive=True):
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
 
 
 def _metrics_dict(metrics) -> dict:
