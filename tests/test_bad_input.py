@@ -48,6 +48,18 @@ def test_spec_worker_without_draft(parser):
         _engine_args_from_cli(parser, ["--model", TARGET, "--spec-worker", "bass"])
 
 
+@pytest.mark.parametrize("where", ["missing", "empty"])
+def test_draft_path_without_a_model_is_named(parser, tmp_path, where):
+    """vLLM's own error for this is a 70-line pydantic dump that never says "draft"."""
+    path = tmp_path / "draft"
+    if where == "empty":
+        path.mkdir()
+    with pytest.raises(BassConfigError, match="--speculative-model") as err:
+        _config_from_cli(parser, ["--model", TARGET, "--spec-worker", "bass",
+                                  "--speculative-model", str(path)])
+    assert len(str(err.value).splitlines()) == 1
+
+
 def test_draft_flags_without_spec_worker(parser):
     with pytest.raises(ValueError, match="--spec-worker bass"):
         _engine_args_from_cli(parser, ["--model", TARGET, "--speculative-model", DRAFT])

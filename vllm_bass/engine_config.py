@@ -114,8 +114,26 @@ def translate_engine_args(args: Any) -> BassConfig | None:
     args.speculative_config = vllm_spec
     args.additional_config = dict(args.additional_config or {})
     args.additional_config[ADDITIONAL_CONFIG_KEY] = cfg.to_dict()
+    precheck_draft_path(cfg.draft_model)
     precheck_vocabulary(args, cfg)
     return cfg
+
+
+def precheck_draft_path(draft: str) -> None:
+    """A local draft path that holds no model: vLLM's own error is a pydantic dump of the
+    target's arguments that never says "draft"."""
+    import os
+
+    path = os.path.expanduser(draft)
+    looks_local = draft.startswith(("/", "./", "../", "~")) or os.path.exists(path)
+    if not looks_local:
+        return  # a Hugging Face repo id: vLLM resolves it
+    if not os.path.isdir(path):
+        raise BassConfigError(f"--speculative-model {draft!r}: no such directory (give a "
+                              "draft model folder with config.json, or a Hugging Face repo id)")
+    if not any(os.path.exists(os.path.join(path, f)) for f in ("config.json", "params.json")):
+        raise BassConfigError(f"--speculative-model {draft!r} has no config.json: not a model "
+                              "folder")
 
 
 def _tokenizer_vocab(path: str, revision: str | None, trust_remote_code: bool):
