@@ -129,9 +129,8 @@ class BassScheduler(Scheduler):
         self.bass_plan = DraftPlan(self.num_spec_tokens)
         self._bass_known_reqs: set[str] = set()
         self.bass_costs = StepCostEstimator()
+        # vLLM's largest CUDA-graph size; each step's budget: step_token_budget
         self.bass_token_budget = verification_token_budget(self.vllm_config)
-        if hasattr(self.bass_policy, "token_budget"):
-            self.bass_policy.token_budget = self.bass_token_budget
         self._bass_last_end: float | None = None  # end of the previous update_from_output
         # Diagnostics: VLLM_BASS_STEP_TRACE=FILE appends
         # "end_s,batch,draft_steps,verify_tokens,ms" for every timed step (what the cost
@@ -175,8 +174,9 @@ class BassScheduler(Scheduler):
         if hasattr(policy, "token_budget"):
             policy.token_budget = budget
         if hasattr(policy, "remaining"):
-            policy.remaining = {r: self.requests[r].max_tokens - self.requests[r].num_output_tokens
-                                for r in req_ids if r in self.requests}
+            requests = self.requests
+            policy.remaining = {r: requests[r].max_tokens - requests[r].num_output_tokens
+                                for r in req_ids if r in requests}
         plan = policy.plan(req_ids) if req_ids else self.bass_plan
         if req_ids and budget is not None:
             estimates = getattr(policy, "estimates", None)

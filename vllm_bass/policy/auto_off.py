@@ -86,9 +86,8 @@ class AcceptanceEstimates:
 
     def alpha(self, req_id: str) -> float:
         s = self.successes.get(req_id)
-        pool = self.pool_alpha
         if s is None:
-            return pool
+            return self.pool_alpha
         m = self.shrink_weight
         return (s + m * self.shrink_mean) / (s + self.failures[req_id] + m)
 
@@ -117,19 +116,19 @@ class AcceptanceEstimates:
         variance tau^2 = Var(raw alpha) - mean sampling variance; prior strength m = mu
         (1 - mu) / tau^2 - 1, capped, toward mu, the tracked requests' pooled alpha (not the
         slow pool of new requests' prior: when every request's draft turns good at once,
-        that lagged, and speculation resumed after 7 probes instead of 3). Sampling variance alpha (1 - alpha) / n_eff, with
-        n_eff = (s + f)(2 - ema) (exponential weights hold (2 - ema) / ema effective
-        observations per ~1 / ema of weight)."""
+        that lagged, and speculation resumed after 7 probes instead of 3). Sampling variance
+        alpha (1 - alpha) / n_eff, with n_eff = (s + f)(2 - ema) (exponential weights hold
+        (2 - ema) / ema effective observations per ~1 / ema of weight)."""
         if len(self.successes) < 2:
             return 0.0
         s = np.fromiter(self.successes.values(), dtype=np.float64)
         f = np.fromiter(self.failures.values(), dtype=np.float64)
         n = s + f
         raw = s / n
-        pool = self.shrink_mean = float(s.sum() / n.sum())
+        mean = self.shrink_mean = float(s.sum() / n.sum())
         noise = float(np.mean(raw * (1.0 - raw) / (n * (2.0 - self.ema))))
         between = float(np.var(raw)) - noise
-        spread = pool * (1.0 - pool)
+        spread = mean * (1.0 - mean)
         if between <= spread / (self.MAX_SHRINK_WEIGHT + 1.0):
             return self.MAX_SHRINK_WEIGHT
         return max(0.0, spread / between - 1.0)
