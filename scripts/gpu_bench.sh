@@ -93,5 +93,16 @@ case "${1:-}" in
       --repeats 2 --timeout 290 $VS_ARGS 2>&1 | tee "$W/vs_vllm.log"
     cp "$W/vs_vllm.json" "$OUT/" 2>/dev/null
     pack matrix ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix" >&2; exit 2 ;;
+  profile13)  # session 11: VS_ARGS slice with --profile-* under vLLM's torch profiler (our
+    # record_function scopes on); per-trace summaries come back, the traces themselves not
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    export VLLM_CUSTOM_SCOPES_FOR_PROFILING=1
+    timeout "${VS_TIMEOUT:-480}" python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_prof" \
+      --repeats 1 --timeout 290 --profile-dir "$W/prof" $VS_ARGS 2>&1 | tee "$W/vs_prof.log"
+    timeout 100 python3 benchmarks/e2e/profile_summary.py "$W/prof" \
+      --out "$OUT/profile_summary.json" 2>&1 | tee "$W/profile_summary.log"
+    cp "$W/vs_prof.json" "$OUT/" 2>/dev/null
+    find "$W/prof" -name "*.pt.trace.json*" -size +20M -delete
+    pack profile13 ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13" >&2; exit 2 ;;
 esac

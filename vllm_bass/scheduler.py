@@ -38,6 +38,7 @@ import time
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.utils import record_function_or_nullcontext
 
 from vllm_bass import envs
 from vllm_bass.config import bass_config_from_vllm
@@ -145,7 +146,8 @@ class BassScheduler(Scheduler):
     # -- planning ---------------------------------------------------------------------
     def _update_after_schedule(self, scheduler_output) -> None:
         if self.num_spec_tokens > 0:
-            self._bass_plan_step(scheduler_output)
+            with record_function_or_nullcontext("bass_scheduler: plan"):
+                self._bass_plan_step(scheduler_output)
         super()._update_after_schedule(scheduler_output)
         plan = self.bass_plan
         if self.bass_async and plan.per_request is not None and self.num_spec_tokens > 0:
@@ -232,11 +234,13 @@ class BassScheduler(Scheduler):
         if self.num_spec_tokens > 0 and scheduler_output.scheduled_spec_decode_tokens:
             # requests that finished meanwhile (async: a step was still in flight) are left
             # out: observing them would re-create per-request state after it was forgotten
-            self.bass_policy.observe([v for v in verified_from_output(
-                scheduler_output.scheduled_spec_decode_tokens,
-                model_runner_output.sampled_token_ids, model_runner_output.req_id_to_index,
-                getattr(scheduler_output, "bass_verified_probe", False))
-                if v.req_id in self.requests])
+            with record_function_or_nullcontext("bass_scheduler: observe"):
+                self.bass_policy.observe([v for v in verified_from_output(
+                    scheduler_output.scheduled_spec_decode_tokens,
+                    model_runner_output.sampled_token_ids,
+                    model_runner_output.req_id_to_index,
+                    getattr(scheduler_output, "bass_verified_probe", False))
+                    if v.req_id in self.requests])
         result = super().update_from_output(scheduler_output, model_runner_output)
         self._bass_time_step(scheduler_output)
         return result

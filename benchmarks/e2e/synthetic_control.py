@@ -29,6 +29,11 @@ def conditional(unconditional: list[float], length: int) -> list[float]:
 
 
 class SyntheticAcceptanceControl:
+    def bench_reset_profiler(self) -> None:
+        """Forget the worker's profiler: vLLM names a trace after the first start's
+        prefix and reuses that profiler; the next start then builds one with its own."""
+        self.profiler = None
+
     def bench_set_synthetic_acceptance(self, groups: list[list[float]],
                                        per_request: bool = True) -> str:
         import torch

@@ -166,6 +166,11 @@ def _child(spec_path: str, out_path: str) -> None:
                 reps.append(seconds / len(slot_runs))
             seconds = min(reps)
             after = counters()
+            if (batch in spec.get("profile_batches", ())
+                    and acceptance in spec.get("profile_acceptance", ())):
+                _profiled_run(llm, spec, acceptance, batch,
+                              lambda: [llm.generate(prompts(len(s)), params(s, n_tokens),
+                                                    use_tqdm=False) for s in slot_runs])
             d = {k: after[k] - before[k] for k in after}
             drafts = d["vllm:spec_decode_num_drafts"]
             on, off = d["steps_on"], d["steps_off"]
@@ -183,6 +188,29 @@ def _child(spec_path: str, out_path: str) -> None:
             print(f"  {spec['system']} {spec['draft']} alpha={acceptance} batch={batch}: "
                   f"{rows[-1]['ms_per_token']:.2f} ms/token", flush=True)
     Path(out_path).write_text(json.dumps({"rows": rows, "startup_s": startup}))
+
+
+def _profiled_run(llm, spec: dict, acceptance: str, batch: int, run) -> None:
+    """One more run of the setting under vLLM's torch profiler (after the timed repeats,
+    so the timings are unprofiled); the trace and vLLM's kernel table are named after the
+    system and setting (`profile_summary.py` reads them)."""
+    name = f"{spec['system']}_{spec['draft']}_{acceptance}_b{batch}"
+    folder = Path(spec["profile_dir"])
+    before = set(folder.rglob("*.pt.trace.json*"))
+    llm.start_profile(profile_prefix=name)
+    start = time.perf_counter()
+    run()
+    seconds = time.perf_counter() - start
+    llm.stop_profile()
+    llm.collective_rpc("bench_reset_profiler")
+    for i, trace in enumerate(sorted(set(folder.rglob("*.pt.trace.json*")) - before)):
+        suffix = ".pt.trace.json.gz" if trace.name.endswith(".gz") else ".pt.trace.json"
+        trace.rename(folder / f"{name}{'_' + str(i) if i else ''}{suffix}")
+    table = folder / "profiler_out_0.txt"
+    if table.exists():
+        table.rename(folder / f"{name}_kernels.txt")
+    (folder / f"{name}_run.json").write_text(json.dumps(
+        {"seconds": seconds, "max_tokens": spec["max_tokens"], "batch": batch}))
 
 
 def acceptance_for(system: str, settings: list[str]) -> list[str]:
@@ -206,7 +234,13 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
                                     max(args.batches)),
             "system": system, "draft": draft, "max_tokens": args.max_tokens,
             "prompt_len": args.prompt_len, "batches": args.batches, "repeats": args.repeats,
-            "acceptance": acceptance_for(system, args.acceptance)}
+            "acceptance": acceptance_for(system, args.acceptance),
+            "profile_dir": args.profile_dir, "profile_batches": args.profile_batches,
+            "profile_acceptance": args.profile_acceptance}
+    if args.profile_dir:  # vLLM's torch profiler, started around the chosen runs only
+        spec["engine"]["profiler_config"] = {
+            "profiler": "torch", "torch_profiler_dir": args.profile_dir,
+            "torch_profiler_with_stack": False, "ignore_frontend": True}
     with tempfile.TemporaryDirectory() as tmp:
         spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "out.json")
         spec_path.write_text(json.dumps(spec))
@@ -329,7 +363,17 @@ def main() -> None:
     p.add_argument("--trace-dir", default=None)
     p.add_argument("--out", default=str(REPO / "benchmarks/results/vs_vllm"))
     p.add_argument("--report", action="store_true", help="only rewrite the table and plots")
+    p.add_argument("--profile-dir", default="",
+                   help="diagnosis: after timing, one more run of --profile-batches x "
+                   "--profile-acceptance under vLLM's torch profiler (traces here)")
+    p.add_argument("--profile-batches", default="")
+    p.add_argument("--profile-acceptance", default="0.8")
     args = p.parse_args()
+    args.profile_batches = [int(b) for b in args.profile_batches.split(",") if b]
+    args.profile_acceptance = args.profile_acceptance.split(",")
+    if args.profile_dir:
+        args.profile_dir = str(Path(args.profile_dir).resolve())
+        Path(args.profile_dir).mkdir(parents=True, exist_ok=True)
     args.batches = [int(b) for b in args.batches.split(",")]
     args.acceptance = args.acceptance.split(",")
     out = Path(args.out)

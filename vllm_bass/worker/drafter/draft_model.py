@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 from vllm.v1.spec_decode.draft_model import DraftModelProposer
+from vllm.v1.utils import record_function_or_nullcontext
 
 from vllm_bass.worker.drafter.draft_graphs import DraftStepGraphs
 from vllm_bass.worker.drafter.draft_sync import CatchUp, DraftKVDebt, apply_catch_up
@@ -151,13 +152,14 @@ class BassDraftModelProposer(DraftModelProposer):
         argmax for greedy batches, the draft sampler on the step's logits otherwise."""
         batch = common_attn_metadata.batch_size()
         self._bass_first_pass = None
-        first = super().propose(
-            num_speculative_tokens=1, target_token_ids=target_token_ids,
-            target_positions=target_positions, target_hidden_states=target_hidden_states,
-            next_token_ids=next_token_ids, token_indices_to_sample=token_indices_to_sample,
-            common_attn_metadata=common_attn_metadata, sampling_metadata=sampling_metadata,
-            mm_embed_inputs=mm_embed_inputs, num_rejected_tokens_gpu=num_rejected_tokens_gpu,
-            slot_mappings=slot_mappings)
+        with record_function_or_nullcontext("bass_drafter: first pass"):
+            first = super().propose(
+                num_speculative_tokens=1, target_token_ids=target_token_ids,
+                target_positions=target_positions, target_hidden_states=target_hidden_states,
+                next_token_ids=next_token_ids, token_indices_to_sample=token_indices_to_sample,
+                common_attn_metadata=common_attn_metadata, sampling_metadata=sampling_metadata,
+                mm_embed_inputs=mm_embed_inputs,
+                num_rejected_tokens_gpu=num_rejected_tokens_gpu, slot_mappings=slot_mappings)
         self.num_speculative_tokens = num_speculative_tokens
         _, sampled_at, cad = self._bass_first_pass
         self._bass_first_pass = None
@@ -170,6 +172,12 @@ class BassDraftModelProposer(DraftModelProposer):
         tokens = [first_tokens]
         first_q = self._last_draft_probs
         probs = None if first_q is None else [first_q[:, 0]]
+        with record_function_or_nullcontext("bass_drafter: step graphs"):
+            return self._bass_draft_steps(steps, rows, batch, num_speculative_tokens, tokens,
+                                          probs, sampling_metadata)
+
+    def _bass_draft_steps(self, steps, rows, batch, num_speculative_tokens, tokens, probs,
+                          sampling_metadata) -> torch.Tensor:
         for _ in range(num_speculative_tokens - 1):
             logits, greedy = steps.step(rows)
             if probs is None:

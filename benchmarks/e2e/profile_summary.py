@@ -1,0 +1,175 @@
+"""Summarise vLLM torch-profiler traces of `vs_vllm.py --profile-dir`: where a step's time
+goes, GPU work against GPU idle, and what the host was doing while the GPU waited.
+
+Per trace (one system x setting x batch): steps and generated tokens (vLLM's per-step
+`execute_*` annotations), the GPU window and its busy union (kernels, copies, memsets),
+idle time split by the innermost host annotation running when each gap began (vLLM's and
+our `record_function` ranges; gaps < 20 us are launch spacing and are counted apart),
+kernel time by name, and the CUDA runtime calls that block (syncs). Per generated token,
+so systems with different tokens per step compare directly.
+
+    python benchmarks/e2e/profile_summary.py DIR [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import collections
+import gzip
+import json
+import re
+from pathlib import Path
+
+GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+SMALL_GAP_US = 20.0
+BLOCKING = ("cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize",
+            "cudaMemcpy", "cudaStreamWaitEvent")
+STEP = re.compile(r"execute_context_(\d+)\((\d+)\)_generation_(\d+)\((\d+)\)")
+
+
+def _union(intervals: list[tuple[float, float]]) -> tuple[float, list[tuple[float, float]]]:
+    """Busy time of the union and the gaps between merged intervals."""
+    busy, gaps, cur_s, cur_e = 0.0, [], None, None
+    for s, e in sorted(intervals):
+        if cur_e is None:
+            cur_s, cur_e = s, e
+        elif s > cur_e:
+            busy += cur_e - cur_s
+            gaps.append((cur_e, s))
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        busy += cur_e - cur_s
+    return busy, gaps
+
+
+def _kernel_family(name: str) -> str:
+    n = name.lower()
+    for key, fam in (("nvjet", "gemm"), ("gemm", "gemm"), ("cutlass", "gemm"),
+                     ("flash", "attention"), ("fmha", "attention"), ("attn", "attention"),
+                     ("attention", "attention"), ("reshape_and_cache", "kv write"),
+                     ("rms", "norm"), ("norm", "norm"), ("act_and_mul", "activation"),
+                     ("silu", "activation"), ("rotary", "rotary"), ("softmax", "softmax"),
+                     ("argmax", "argmax/reduce"), ("reduce", "argmax/reduce"),
+                     ("sample", "sampling"), ("memcpy", "copy"), ("copy", "copy"),
+                     ("triton", "other triton"), ("elementwise", "elementwise"),
+                     ("index", "index/gather"), ("gather", "index/gather"),
+                     ("scatter", "index/gather")):
+        if key in n:
+            return fam
+    return "other"
+
+
+def summarise(trace_path: Path) -> dict:
+    with gzip.open(trace_path, "rt") if trace_path.suffix == ".gz" else open(trace_path) as fh:
+        events = json.load(fh)["traceEvents"]
+    gpu, host_ranges, runtime, steps = [], [], collections.defaultdict(lambda: [0, 0.0]), []
+    kernels = collections.defaultdict(lambda: [0, 0.0])
+    for ev in events:
+        if ev.get("ph") != "X" or "dur" not in ev:
+            continue
+        cat, name, ts, dur = ev.get("cat", ""), ev.get("name", ""), float(ev["ts"]), float(
+            ev["dur"])
+        if cat in GPU_CATS:
+            gpu.append((ts, ts + dur))
+            key = name if cat == "kernel" else cat
+            kernels[key][0] += 1
+            kernels[key][1] += dur
+        elif cat == "user_annotation":
+            m = STEP.match(name)
+            if m:
+                steps.append((ts, dur, int(m.group(2)), int(m.group(3)), int(m.group(4))))
+            else:
+                host_ranges.append((ts, ts + dur, name))
+        elif cat in ("cuda_runtime", "cuda_driver"):
+            runtime[name][0] += 1
+            runtime[name][1] += dur
+    steps.sort()
+    # generated tokens ~ what the closed batch produced: from the run record when present
+    busy, gaps = _union(gpu)
+    window = (max(e for _, e in gpu) - min(s for s, _ in gpu)) if gpu else 0.0
+    # innermost annotation running at each gap's start (ranges sorted by start)
+    host_ranges.sort()
+    starts = [r[0] for r in host_ranges]
+    idle_by_phase = collections.defaultdict(float)
+    small_idle = 0.0
+    for g0, g1 in gaps:
+        length = g1 - g0
+        if length < SMALL_GAP_US:
+            small_idle += length
+            continue
+        i = bisect.bisect_right(starts, g0)
+        best, best_len = "(no annotation)", float("inf")
+        for s, e, name in host_ranges[max(0, i - 400):i]:
+            if s <= g0 < e and e - s < best_len:
+                best, best_len = name, e - s
+        idle_by_phase[best] += length
+    families = collections.defaultdict(float)
+    for name, (_, t) in kernels.items():
+        families[_kernel_family(name)] += t
+    annotations = collections.defaultdict(lambda: [0, 0.0])
+    for s, e, name in host_ranges:
+        annotations[name][0] += 1
+        annotations[name][1] += e - s
+    return {
+        "trace": trace_path.name,
+        "steps": len(steps),
+        "step_tokens_scheduled": sum(st[4] + st[2] for st in steps),
+        "step_host_ms_median": (sorted(st[1] for st in steps)[len(steps) // 2] / 1e3
+                                if steps else None),
+        "gpu_window_ms": window / 1e3,
+        "gpu_busy_ms": busy / 1e3,
+        "gpu_idle_ms": (window - busy) / 1e3,
+        "gpu_idle_small_gaps_ms": small_idle / 1e3,
+        "idle_by_host_phase_ms": {k: round(v / 1e3, 3) for k, v in sorted(
+            idle_by_phase.items(), key=lambda kv: -kv[1])[:15]},
+        "kernel_families_ms": {k: round(v / 1e3, 3) for k, v in sorted(
+            families.items(), key=lambda kv: -kv[1])},
+        "top_kernels": [{"name": k[:120], "count": c, "ms": round(t / 1e3, 3)}
+                        for k, (c, t) in sorted(kernels.items(), key=lambda kv: -kv[1][1])[:25]],
+        "blocking_runtime": {k: {"count": c, "ms": round(t / 1e3, 3)}
+                             for k, (c, t) in runtime.items()
+                             if any(k.startswith(b) for b in BLOCKING)},
+        "launches": {k: c for k, (c, _) in runtime.items()
+                     if k in ("cudaLaunchKernel", "cudaGraphLaunch", "cuLaunchKernel",
+                              "cudaLaunchKernelExC", "cuLaunchKernelEx")},
+        "host_annotations_ms": {k: {"count": c, "ms": round(t / 1e3, 3)} for k, (c, t) in
+                                sorted(annotations.items(), key=lambda kv: -kv[1][1])[:25]},
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("folder")
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    folder = Path(args.folder)
+    out = {}
+    for trace in sorted(folder.rglob("*.pt.trace.json*")):
+        runs = [r.name[:-len("_run.json")] for r in folder.glob("*_run.json")]
+        name = max((r for r in runs if trace.name.startswith((r + "_", r + ".pt"))), key=len,
+                   default=trace.name)
+        summary = summarise(trace)
+        run_file = folder / f"{name}_run.json"
+        if run_file.exists():
+            run = json.loads(run_file.read_text())
+            tokens = run["max_tokens"]  # per sequence: the latency metric's denominator
+            summary["run"] = run
+            summary["per_token_ms"] = {k: round(summary[k] / tokens, 4) for k in (
+                "gpu_window_ms", "gpu_busy_ms", "gpu_idle_ms")}
+        out[name] = summary
+        pt = summary.get("per_token_ms", {})
+        print(f"{name}: steps {summary['steps']}, GPU window {summary['gpu_window_ms']:.1f} ms "
+              f"busy {summary['gpu_busy_ms']:.1f} idle {summary['gpu_idle_ms']:.1f} "
+              f"(per token {pt})", flush=True)
+        print("   idle by host phase:", summary["idle_by_host_phase_ms"])
+        print("   kernel families:", summary["kernel_families_ms"])
+        print("   blocking:", summary["blocking_runtime"], "launches:", summary["launches"])
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
