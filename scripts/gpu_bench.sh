@@ -104,5 +104,22 @@ case "${1:-}" in
     cp "$W/vs_prof.json" "$OUT/" 2>/dev/null
     find "$W/prof" -name "*.pt.trace.json*" -size +20M -delete
     pack profile13 ;;
+  pyspy)  # session 11: py-spy over one BASS engine (SPY_ARGS: a vs_vllm slice), then where
+    # the engine core's host time goes (pyspy_summary.py); then the VS_ARGS slice, timed
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    SPY=/tmp/py-spy; python3 -c "import lzma,shutil; shutil.copyfileobj(lzma.open('.pyspy/py-spy.xz'), open('/tmp/py-spy','wb'))" && chmod +x $SPY
+    timeout "${SPY_TIMEOUT:-200}" $SPY record --nonblocking --subprocesses -r 200 -f raw \
+      -o "$W/pyspy.txt" -- python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_spy" \
+      --repeats 2 --timeout 180 $SPY_ARGS 2>&1 | tail -20 | tee "$W/spy.log"
+    python3 benchmarks/e2e/pyspy_summary.py "$W/pyspy.txt" --out "$OUT/pyspy_summary.json" \
+      --focus "${SPY_FOCUS:-propose,_bass_propose,set_inputs_first_pass,_prepare_inputs,execute_model,sample_tokens,schedule,update_from_output,_sample,_bass_plan_step,build_per_group_and_layer_attn_metadata,step_with_batch_queue}" \
+      > /dev/null 2>&1
+    if [ -n "${VS_ARGS:-}" ]; then
+      timeout "${VS_TIMEOUT:-400}" python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_vllm" \
+        --repeats 2 --timeout 240 $VS_ARGS 2>&1 | tee "$W/vs_vllm.log"
+      cp "$W/vs_vllm.json" "$OUT/" 2>/dev/null
+    fi
+    gzip -f "$W/pyspy.txt"
+    pack pyspy ;;
   *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13" >&2; exit 2 ;;
 esac

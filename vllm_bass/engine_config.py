@@ -111,12 +111,57 @@ def translate_engine_args(args: Any) -> BassConfig | None:
     # benchmarks/results/README.md). CPU runs sync (vLLM forces it off there).
     if getattr(args, "async_scheduling", None) is None and current_platform.is_cuda():
         args.async_scheduling = True
+    if current_platform.is_cuda():
+        default_capture_sizes(args)
     args.speculative_config = vllm_spec
     args.additional_config = dict(args.additional_config or {})
     args.additional_config[ADDITIONAL_CONFIG_KEY] = cfg.to_dict()
     precheck_draft_path(cfg.draft_model)
     precheck_vocabulary(args, cfg)
     return cfg
+
+
+# vLLM captures CUDA graphs up to min(2 x max_num_seqs x (1 + K), 512) tokens. Speculation
+# at large batches verifies more than that (batch 128 with 3 drafts each: 512 tokens, and the
+# draft's first pass one slot more per request, 640), and above the largest graph the
+# target and the draft's first pass run eagerly: host-bound, the GPU idle ~25% of a batch-128
+# step on the H100 (session 11's profile). BASS captures vLLM's sizes up to 512 and then
+# coarser ones up to LARGEST_CAPTURE_SIZE, bounded by CAPTURE_TOKENS_PER_SEQ x max_num_seqs.
+EXTRA_CAPTURE_SIZES = (576, 640, 704, 768, 832, 896, 960, 1024, 1152, 1280, 1408, 1536)
+LARGEST_CAPTURE_SIZE = EXTRA_CAPTURE_SIZES[-1]
+CAPTURE_TOKENS_PER_SEQ = 6
+
+
+def bass_capture_sizes(max_num_seqs: int | None, max_model_len: int | None = None) -> list[int]:
+    """vLLM's default capture sizes up to 512, then EXTRA_CAPTURE_SIZES up to
+    CAPTURE_TOKENS_PER_SEQ tokens per sequence (max_num_seqs unknown: all of them) and never
+    past max_model_len (vLLM's graph-memory profiling runs one sequence of the largest size;
+    a drafter's dummy run past the context crashed there, session 8)."""
+    largest = LARGEST_CAPTURE_SIZE if not max_num_seqs else min(
+        LARGEST_CAPTURE_SIZE, max(512, CAPTURE_TOKENS_PER_SEQ * int(max_num_seqs)))
+    if max_model_len:
+        largest = min(largest, max(512, int(max_model_len)))
+    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16))
+    return sizes + [s for s in EXTRA_CAPTURE_SIZES if s <= largest]
+
+
+def default_capture_sizes(args: Any) -> None:
+    """BASS's capture sizes, unless the user chose sizes, a largest size or eager mode."""
+    if getattr(args, "enforce_eager", False):
+        return
+    compilation = getattr(args, "compilation_config", None)
+
+    def chosen(obj) -> bool:
+        get = obj.get if isinstance(obj, dict) else (lambda k: getattr(obj, k, None))
+        return obj is not None and (get("cudagraph_capture_sizes") is not None
+                                    or get("max_cudagraph_capture_size") is not None
+                                    or str(get("cudagraph_mode")).endswith("NONE"))
+    if chosen(args) or chosen(compilation):
+        return
+    max_model_len = getattr(args, "max_model_len", None)
+    args.cudagraph_capture_sizes = bass_capture_sizes(
+        getattr(args, "max_num_seqs", None),
+        max_model_len if isinstance(max_model_len, int) else None)
 
 
 def precheck_draft_path(draft: str) -> None:

@@ -62,6 +62,45 @@ def _kernel_family(name: str) -> str:
     return "other"
 
 
+# host ranges whose inside is broken down by self time (what the host did there)
+BREAKDOWN = ("bass_drafter: first pass", "gpu_model_runner: preprocess",
+             "gpu_model_runner: sample", "gpu_model_runner: draft",
+             "gpu_model_runner: forward", "bass_scheduler: plan", "schedule: allocate_slots")
+
+
+def self_time_breakdown(events: list[dict], roots=BREAKDOWN, top: int = 15) -> dict:
+    """Per root range name: self time (own duration minus its direct children's) of every
+    host event nested in it (down to the next root), by name, summed over the trace; the
+    root's own self time is Python and untraced work in it. Nesting per thread, by
+    containment."""
+    by_tid = collections.defaultdict(list)
+    for ev in events:
+        if (ev.get("ph") == "X" and "dur" in ev
+                and ev.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime",
+                                      "cuda_driver", "python_function")):
+            by_tid[(ev.get("pid"), ev.get("tid"))].append(ev)
+    out = {r: collections.defaultdict(float) for r in roots}
+    for evs in by_tid.values():
+        evs.sort(key=lambda e: (float(e["ts"]), -float(e["dur"])))
+        stack: list[list] = []  # [end, name, child_time, root]
+        def close(item):
+            end, name, child, root, dur = item
+            if root is not None:
+                out[root][name] += dur - child
+        for ev in evs:
+            ts, dur, name = float(ev["ts"]), float(ev["dur"]), ev.get("name", "")
+            while stack and stack[-1][0] <= ts:
+                close(stack.pop())
+            if stack:
+                stack[-1][2] += dur
+            root = name if name in out else (stack[-1][3] if stack else None)
+            stack.append([ts + dur, name, 0.0, root, dur])
+        while stack:
+            close(stack.pop())
+    return {r: {k: round(v / 1e3, 3) for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:top]}
+            for r, d in out.items() if d}
+
+
 def summarise(trace_path: Path) -> dict:
     with gzip.open(trace_path, "rt") if trace_path.suffix == ".gz" else open(trace_path) as fh:
         events = json.load(fh)["traceEvents"]
@@ -115,6 +154,7 @@ def summarise(trace_path: Path) -> dict:
         annotations[name][1] += e - s
     return {
         "trace": trace_path.name,
+        "host_self_time_ms": self_time_breakdown(events),
         "steps": len(steps),
         "step_tokens_scheduled": sum(st[4] + st[2] for st in steps),
         "step_host_ms_median": (sorted(st[1] for st in steps)[len(steps) // 2] / 1e3

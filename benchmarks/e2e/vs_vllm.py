@@ -58,7 +58,9 @@ EXTENSION = "benchmarks.e2e.synthetic_control.SyntheticAcceptanceControl"
 SYSTEMS = ["plain"] + [f"vllm_k{k}" for k in range(1, 9)] + ["bass_default"]
 # BASS variants for diagnosis (not part of the decision): vLLM's own draft loop, sync.
 EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
-                 "bass_sync": "sync", "bass_bass_attn": {"attention": "bass"}}
+                 "bass_sync": "sync", "bass_bass_attn": {"attention": "bass"},
+                 # vLLM's own CUDA-graph sizes (up to 512 tokens), not BASS's larger set
+                 "bass_capture512": {"engine": {"max_cudagraph_capture_size": 512}}}
 
 
 def rates(alpha: float) -> list[float]:
@@ -100,6 +102,8 @@ def engine_kwargs(system: str, target: str, draft: str, max_model_len: int,
         extra = EXTRA_SYSTEMS.get(system)
         if extra == "sync":
             kwargs["async_scheduling"] = False
+        elif extra and "engine" in extra:
+            kwargs.update(extra["engine"])
         elif extra:
             spec.update(extra)
         kwargs["speculative_config"] = spec
@@ -229,7 +233,8 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
     # 1024 at least: with a context shorter than vLLM's largest capture size (512), the
     # BASS engines crashed in vLLM's CUDA-graph memory profiling (illegal address in the
     # drafter's dummy run; H100, session 8; vLLM's draft_model did not)
-    max_model_len = max(1024, args.prompt_len + args.max_tokens + 64)
+    # 2048: BASS's largest CUDA-graph size (1536) stays within the context
+    max_model_len = max(2048, args.prompt_len + args.max_tokens + 64)
     spec = {"engine": engine_kwargs(system, folders["target"], folders[draft], max_model_len,
                                     max(args.batches)),
             "system": system, "draft": draft, "max_tokens": args.max_tokens,

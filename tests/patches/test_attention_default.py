@@ -43,8 +43,9 @@ def _config(spec_extra=None, **engine):
 
     register()
     spec = {"method": "bass", "model": DRAFT, "num_speculative_tokens": 3, **(spec_extra or {})}
+    engine.setdefault("max_model_len", 512)
     return EngineArgs(model=TARGET, speculative_config=json.loads(json.dumps(spec)),
-                      max_model_len=512, **engine).create_engine_config()
+                      **engine).create_engine_config()
 
 
 def _backends(cfg):
