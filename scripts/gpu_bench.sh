@@ -90,8 +90,14 @@ case "${1:-}" in
         $MATRIX_TESTS 2>&1 | tee "$W/gpu_tests.txt"
     fi
     timeout "${VS_TIMEOUT:-480}" python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_vllm" \
-      --repeats 2 --timeout 290 $VS_ARGS 2>&1 | tee "$W/vs_vllm.log"
+      --repeats "${REPEATS:-2}" --timeout "${SYSTEM_TIMEOUT:-290}" $VS_ARGS 2>&1 \
+      | tee "$W/vs_vllm.log"
     cp "$W/vs_vllm.json" "$OUT/" 2>/dev/null
+    if [ -n "${TESTS_AFTER:-}" ]; then  # tests after the timing (their engines may fail)
+      timeout "${TESTS_AFTER_TIMEOUT:-200}" python3 -m pytest -m gpu -v -rs -s \
+        -p no:cacheprovider $TESTS_AFTER 2>&1 | tee "$W/gpu_tests_after.txt"
+      cp "$W/gpu_tests_after.txt" "$OUT/" 2>/dev/null
+    fi
     pack matrix ;;
   profile13)  # session 11: VS_ARGS slice with --profile-* under vLLM's torch profiler (our
     # record_function scopes on); per-trace summaries come back, the traces themselves not

@@ -24,6 +24,7 @@ Rows append to --out.json, so the matrix can be split across calls on one machin
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import subprocess
@@ -146,6 +147,17 @@ def _child(spec_path: str, out_path: str) -> None:
             "vllm:spec_decode_num_accepted_tokens")} | {
             f"steps_{s}": metric(m, "vllm:bass_steps", speculation=s) for s in ("on", "off")}
 
+    def compiled_kernels() -> collections.Counter:
+        """Triton kernels compiled so far by this engine (its own cache folder): a name
+        that appears during the timed repeats is a JIT stall inside the timing."""
+        folder = os.environ.get("TRITON_CACHE_DIR")
+        names = collections.Counter()
+        if folder and os.path.isdir(folder):
+            for entry in Path(folder).glob("*/*.json"):
+                if not entry.name.startswith("__grp__"):
+                    names[entry.stem] += 1
+        return names
+
     for acceptance in spec["acceptance"]:
         groups = acceptance_groups(acceptance) if speculative else [None]
         if speculative:
@@ -159,6 +171,7 @@ def _child(spec_path: str, out_path: str) -> None:
                 # tail too (JIT compiles), the cost model, the estimates
                 llm.generate(prompts(len(slots)), params(slots, n_tokens), use_tqdm=False)
             before = counters()
+            kernels_before = compiled_kernels()
             reps = []
             for _ in range(spec["repeats"]):  # the fastest repeat: one-off stalls left out
                 seconds = 0.0
@@ -170,6 +183,7 @@ def _child(spec_path: str, out_path: str) -> None:
                 reps.append(seconds / len(slot_runs))
             seconds = min(reps)
             after = counters()
+            jit = compiled_kernels() - kernels_before
             if (batch in spec.get("profile_batches", ())
                     and acceptance in spec.get("profile_acceptance", ())):
                 _profiled_run(llm, spec, acceptance, batch,
@@ -188,6 +202,7 @@ def _child(spec_path: str, out_path: str) -> None:
                 if drafts else None,
                 "off_step_fraction": off / (on + off) if on + off else None,
                 "repeat_ms_per_token": [1000.0 * r / n_tokens for r in reps],
+                "jit_compiles_in_repeats": dict(jit),
             })
             print(f"  {spec['system']} {spec['draft']} alpha={acceptance} batch={batch}: "
                   f"{rows[-1]['ms_per_token']:.2f} ms/token", flush=True)
