@@ -76,16 +76,26 @@ def verified_from_output(scheduled_spec: dict[str, list[int]], sampled_token_ids
 # draft token per request at batch 256 (mean acceptance length 1.8), where vLLM's
 # draft_model verifying 3 per request ran 1.24x plain and BASS 1.11x (H100, session 10).
 LARGE_BATCH_TOKENS_PER_REQUEST = 4
+# Below that, a verification holds at most this many tokens: where a dense target's forward
+# turns from reading its weights (flat in tokens) to compute (linear): peak bf16 FLOP/s over
+# memory bytes/s, ~295 tokens on an H100 (A100 ~156, H200 ~206), whatever the model's size
+# (both scale with its parameters). Past it each drafted token costs a full token of compute,
+# which the step-cost model's one linear price per verified token (fitted mostly below the
+# knee) underrates: BASS drafted 10.7 tokens per request at batch 32 and 5.9 at 64 where
+# vLLM's K=5 and K=3 (192 / 256 tokens) ran 1.10x faster (H100, session 11).
+KNEE_TOKENS = 256
 
 
 def step_token_budget(capture_budget: int | None, batch: int) -> int | None:
-    """The verification budget of a step of `batch` requests (None: unlimited): what keeps
-    the draft's first pass, which adds one slot per request to the verified tokens, inside
-    the largest CUDA graph too (eager there, it cost the host ~3 ms more per step at batch
-    128 on the H100, session 11), and never less than LARGE_BATCH_TOKENS_PER_REQUEST."""
+    """The verification budget of a step of `batch` requests (None: unlimited): KNEE_TOKENS
+    (or LARGE_BATCH_TOKENS_PER_REQUEST per request, the larger), within what keeps the
+    draft's first pass, which adds one slot per request to the verified tokens, inside the
+    largest CUDA graph (eager there, it cost the host ~3 ms more per step at batch 128 on
+    the H100, session 11)."""
     if capture_budget is None:
         return None
-    return max(capture_budget - batch, LARGE_BATCH_TOKENS_PER_REQUEST * batch)
+    return max(min(capture_budget - batch, KNEE_TOKENS),
+               LARGE_BATCH_TOKENS_PER_REQUEST * batch)
 
 
 def verification_token_budget(vllm_config) -> int | None:

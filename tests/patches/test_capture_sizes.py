@@ -1,7 +1,8 @@
 """BASS's CUDA-graph sizes: vLLM's up to 512 tokens, then coarser ones up to 1536 (bounded by
 6 tokens per sequence), so large-batch verifications and the draft's first pass (one slot
 more per request) replay graphs; the user's own sizes, largest size or eager mode win. The
-verification budget keeps the draft's first pass inside the largest graph. One body for CPU
+verification budget stops at the compute knee (KNEE_TOKENS or 4 per request) and keeps the
+draft's first pass inside the largest graph. One body for CPU
 and GPU: on the CPU (no graphs) the sizes stay vLLM's."""
 
 import pytest
@@ -10,7 +11,7 @@ from tests.harness import on_gpu
 from tests.patches.test_attention_default import _config
 from vllm_bass.engine_config import (LARGEST_CAPTURE_SIZE, bass_capture_sizes,
                                      default_capture_sizes)
-from vllm_bass.scheduler import LARGE_BATCH_TOKENS_PER_REQUEST, step_token_budget
+from vllm_bass.scheduler import KNEE_TOKENS, LARGE_BATCH_TOKENS_PER_REQUEST, step_token_budget
 
 pytestmark = [pytest.mark.cpu, pytest.mark.gpu]
 
@@ -66,6 +67,7 @@ def test_engine_config_captures_bass_sizes_on_cuda_only():
 def test_budget_keeps_the_first_pass_in_the_largest_graph(batch):
     budget = step_token_budget(LARGEST_CAPTURE_SIZE, batch)
     assert budget >= LARGE_BATCH_TOKENS_PER_REQUEST * batch
+    assert budget == max(KNEE_TOKENS, LARGE_BATCH_TOKENS_PER_REQUEST * batch)
     if LARGE_BATCH_TOKENS_PER_REQUEST * batch <= LARGEST_CAPTURE_SIZE - batch:
         assert budget + batch <= LARGEST_CAPTURE_SIZE
     assert step_token_budget(None, batch) is None
