@@ -44,8 +44,32 @@ def test_spec_worker_other_value_is_rejected_by_the_parser(parser, capsys):
 
 
 def test_spec_worker_without_draft(parser):
-    with pytest.raises(ValueError, match="--speculative-model"):
+    with pytest.raises(BassConfigError, match="--speculative-model"):
         _engine_args_from_cli(parser, ["--model", TARGET, "--spec-worker", "bass"])
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (["--spec-worker", "bass"], "--speculative-model"),
+    (["--spec-worker", "bass", "--speculative-model", "/nonexistent/draft"],
+     "--speculative-model"),
+    (["--speculative-model", DRAFT], "--spec-worker")])
+def test_cli_error_is_one_line_without_traceback(argv, flag):
+    """`vllm-bass serve` with a wrong BASS flag exits with status 2 and one line naming it
+    (was a 46-line traceback), before any engine starts."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.harness import engine_env
+
+    proc = subprocess.run([sys.executable, "-m", "vllm_bass.cli", "serve", TARGET, *argv],
+                          env=engine_env(), capture_output=True, text=True, timeout=240,
+                          cwd=os.path.dirname(os.path.dirname(__file__)))
+    out = proc.stdout + proc.stderr
+    errors = [line for line in out.splitlines() if "vllm-bass: error:" in line]
+    assert proc.returncode == 2, out[-2000:]
+    assert len(errors) == 1 and flag in errors[0], out[-2000:]
+    assert "Traceback" not in out
 
 
 @pytest.mark.parametrize("where", ["missing", "empty"])

@@ -45,7 +45,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.argv[0] = "vllm"
     from vllm.entrypoints.cli.main import main as vllm_main
 
-    vllm_main()
+    from vllm_bass.config import BassConfigError
+
+    try:
+        vllm_main()
+    except BassConfigError as exc:  # a wrong BASS flag: one line naming it, no traceback
+        print(f"vllm-bass: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ def test_engine_config_captures_bass_sizes_on_cuda_only():
     sizes = _config(max_num_seqs=256).compilation_config.cudagraph_capture_sizes
     if on_gpu():
         assert sizes[-1] == 512  # max_model_len 512
-        sizes = _config(max_num_seqs=256, max_model_len=4096
+        sizes = _config(max_num_seqs=256, max_model_len=2048
                         ).compilation_config.cudagraph_capture_sizes
         assert sizes[-1] == LARGEST_CAPTURE_SIZE
     else:

@@ -15,7 +15,7 @@ import argparse
 import json
 from typing import Any
 
-from vllm_bass.config import DRAFT_LENGTH_POLICIES, MAX_DRAFT_TOKENS
+from vllm_bass.config import DRAFT_LENGTH_POLICIES, MAX_DRAFT_TOKENS, BassConfigError
 from vllm_bass.patches import wrap
 
 PATCHED_SYMBOLS = {
@@ -64,7 +64,7 @@ def fold_bass_flags(args: argparse.Namespace) -> None:
         if given:
             names = ", ".join("--" + {"model": "speculative-model"}.get(k, k.replace("_", "-"))
                               for k in given)
-            raise ValueError(f"{names} need --spec-worker bass (vLLM's own draft-model "
+            raise BassConfigError(f"{names} need --spec-worker bass (vLLM's own draft-model "
                              "speculation uses --spec-model / --speculative-config)")
         return
     spec = getattr(args, "speculative_config", None)
@@ -72,16 +72,16 @@ def fold_bass_flags(args: argparse.Namespace) -> None:
         spec = json.loads(spec)
     spec = dict(spec or {})
     if spec.get("method") not in (None, "bass"):
-        raise ValueError(f"--spec-worker bass conflicts with --speculative-config method "
+        raise BassConfigError(f"--spec-worker bass conflicts with --speculative-config method "
                          f"{spec['method']!r}; use method 'bass' or drop one of them")
     for key, value in given.items():
         if key in spec and spec[key] != value:
-            raise ValueError(f"--{key.replace('_', '-')} and --speculative-config['{key}'] "
+            raise BassConfigError(f"--{key.replace('_', '-')} and --speculative-config['{key}'] "
                              "disagree; give it once")
         spec[key] = value
     spec["method"] = "bass"
     if not spec.get("model"):
-        raise ValueError("--spec-worker bass needs a draft model: add --speculative-model DRAFT")
+        raise BassConfigError("--spec-worker bass needs a draft model: add --speculative-model DRAFT")
     args.speculative_config = spec
 
 
