@@ -82,7 +82,9 @@ LARGE_BATCH_TOKENS_PER_REQUEST = 4
 # (both scale with its parameters). Past it each drafted token costs a full token of compute,
 # which the step-cost model's one linear price per verified token (fitted mostly below the
 # knee) underrates: BASS drafted 10.7 tokens per request at batch 32 and 5.9 at 64 where
-# vLLM's K=5 and K=3 (192 / 256 tokens) ran 1.10x faster (H100, session 11).
+# vLLM's K=5 and K=3 (192 / 256 tokens) ran 1.10x faster (H100, session 11). A dense bf16
+# target is assumed: an MoE target (weights read >> weights used per token) or fp8 weights
+# have a higher knee, where this constant is conservative (not measured).
 KNEE_TOKENS = 256
 
 
