@@ -1,0 +1,58 @@
+"""The trace summariser behind session 11's diagnosis (`benchmarks/e2e/profile_summary.py`):
+GPU busy/idle from overlapping kernels, idle attributed to the innermost host range running
+when the GPU went idle, per-range self time, and the py-spy summariser's focus shares."""
+
+import gzip
+import json
+
+import pytest
+
+from benchmarks.e2e.profile_summary import _union, self_time_breakdown, summarise
+from benchmarks.e2e.pyspy_summary import load, summarise as spy_summarise
+
+pytestmark = [pytest.mark.cpu]
+
+
+def _ev(cat, name, ts, dur, tid=1):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid}
+
+
+def test_union_merges_overlaps_and_reports_gaps():
+    busy, gaps = _union([(0, 10), (5, 20), (30, 40), (40, 41)])
+    assert busy == 31 and gaps == [(20, 30)]
+
+
+def test_summary_attributes_idle_and_self_time(tmp_path):
+    events = [
+        _ev("user_annotation", "execute_context_0(0)_generation_4(8)", 0, 100),
+        _ev("user_annotation", "gpu_model_runner: preprocess", 0, 60),
+        _ev("cpu_op", "aten::copy_", 10, 20),
+        _ev("user_annotation", "bass_drafter: first pass", 60, 40),
+        _ev("kernel", "nvjet_gemm", 0, 30, tid=7),
+        _ev("kernel", "flash_fwd", 25, 15, tid=7),      # overlaps: busy 0-40
+        _ev("kernel", "triton_small", 80, 20, tid=7),   # idle 40-80: begins in preprocess
+    ]
+    path = tmp_path / "t.pt.trace.json.gz"
+    with gzip.open(path, "wt") as fh:
+        json.dump({"traceEvents": events}, fh)
+    s = summarise(path)
+    assert s["steps"] == 1 and s["step_tokens_scheduled"] == 8
+    assert s["gpu_window_ms"] == pytest.approx(0.1) and s["gpu_busy_ms"] == pytest.approx(0.06)
+    assert s["idle_by_host_phase_ms"] == {"gpu_model_runner: preprocess": pytest.approx(0.04)}
+    assert s["kernel_families_ms"]["gemm"] == pytest.approx(0.03)
+    selfs = self_time_breakdown(events)
+    assert selfs["gpu_model_runner: preprocess"]["gpu_model_runner: preprocess"] == (
+        pytest.approx(0.04))  # 60 us minus the 20 us copy inside it
+    assert selfs["bass_drafter: first pass"] == {"bass_drafter: first pass": pytest.approx(0.04)}
+
+
+def test_pyspy_focus_share(tmp_path):
+    raw = tmp_path / "spy.txt"
+    raw.write_text('process 1:"VLLM::EngineCore";loop (a.py:1);propose (b.py:2);'
+                   'first_pass (c.py:3) 6\n'
+                   'process 1:"VLLM::EngineCore";loop (a.py:1);schedule (d.py:4) 2\n'
+                   'process 2:"other";main (e.py:1) 50\n')
+    s = spy_summarise(load(raw, "EngineCore"), ["propose"])
+    assert s["samples"] == 8
+    assert s["propose"]["share"] == pytest.approx(0.75)
+    assert s["propose"]["callees"] == [("first_pass (c.py)", 1.0)]
