@@ -39,7 +39,14 @@ def check_vllm_version(found: str) -> None:
 
 def register() -> None:
     global _registered
-    if _registered or _truthy(DISABLE_ENV):
+    if _truthy(DISABLE_ENV):
+        return
+    if _registered:
+        # the API server's patch waits for its module (imported by the CLI, maybe after a
+        # first register() in this process); applying it is idempotent and cheap
+        from vllm_bass.patches import api_server_shutdown
+
+        api_server_shutdown.apply()
         return
     import vllm
 

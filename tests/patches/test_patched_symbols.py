@@ -21,6 +21,8 @@ def test_patched_symbol_signature_unchanged(module, symbol, expected):
 
 
 def test_patches_apply_once_and_are_idempotent():
+    import vllm.entrypoints.openai.api_server  # noqa: F401  (as the CLI does before plugins)
+
     from vllm_bass.plugin import register
 
     register()
