@@ -11,6 +11,8 @@ before any engine process starts, and the attention backends are chosen.
 
 from __future__ import annotations
 
+import functools
+
 import logging
 from typing import Any
 
@@ -158,10 +160,8 @@ def default_capture_sizes(args: Any) -> None:
                                     or str(get("cudagraph_mode")).endswith("NONE"))
     if chosen(args) or chosen(compilation):
         return
-    max_model_len = getattr(args, "max_model_len", None)
-    args.cudagraph_capture_sizes = bass_capture_sizes(
-        getattr(args, "max_num_seqs", None),
-        max_model_len if isinstance(max_model_len, int) else None)
+    args.cudagraph_capture_sizes = bass_capture_sizes(getattr(args, "max_num_seqs", None),
+                                                      _context_length(args))
 
 
 def precheck_draft_path(draft: str) -> None:
@@ -194,7 +194,9 @@ def _tokenizer_vocab(path: str, revision: str | None, trust_remote_code: bool):
     return tok.get_vocab(), tok.bos_token_id, tok.eos_token_id
 
 
-def _vocab_size(path: str, revision: str | None, trust_remote_code: bool) -> int | None:
+@functools.lru_cache(maxsize=8)
+def _hf_text_config(path: str, revision: str | None, trust_remote_code: bool):
+    """The model's (text) Hugging Face config, or None when it cannot be loaded."""
     from transformers import AutoConfig
 
     try:
@@ -202,8 +204,25 @@ def _vocab_size(path: str, revision: str | None, trust_remote_code: bool) -> int
                                         trust_remote_code=trust_remote_code)
     except Exception:
         return None  # let vLLM report an unloadable model in its own words
-    text = hf.get_text_config() if hasattr(hf, "get_text_config") else hf
-    return getattr(text, "vocab_size", None)
+    return hf.get_text_config() if hasattr(hf, "get_text_config") else hf
+
+
+def _vocab_size(path: str, revision: str | None, trust_remote_code: bool) -> int | None:
+    return getattr(_hf_text_config(path, revision, trust_remote_code), "vocab_size", None)
+
+
+def _context_length(args: Any) -> int | None:
+    """--max-model-len, else the target's own context (what vLLM will derive)."""
+    given = getattr(args, "max_model_len", None)
+    if isinstance(given, int):
+        return given
+    text = _hf_text_config(args.model, getattr(args, "revision", None),
+                           bool(getattr(args, "trust_remote_code", False)))
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(text, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
 
 
 def precheck_vocabulary(args: Any, cfg: BassConfig) -> None:

@@ -5,9 +5,12 @@ verification budget stops at the compute knee (KNEE_TOKENS or 4 per request) and
 draft's first pass inside the largest graph. One body for CPU
 and GPU: on the CPU (no graphs) the sizes stay vLLM's."""
 
+import json
+from pathlib import Path
+
 import pytest
 
-from tests.harness import on_gpu
+from tests.harness import TARGET, on_gpu
 from tests.patches.test_attention_default import _config
 from vllm_bass.engine_config import (LARGEST_CAPTURE_SIZE, bass_capture_sizes,
                                      default_capture_sizes)
@@ -28,10 +31,10 @@ def test_sizes_extend_vllms_default_by_batch_size():
     assert bass_capture_sizes(256, max_model_len=300)[-1] == 512  # vLLM's own bound stays
 
 
-def _args(**kw):
+def _args(model=TARGET, **kw):
     from vllm.engine.arg_utils import EngineArgs
 
-    return EngineArgs(model="x", **kw)
+    return EngineArgs(model=model, **kw)
 
 
 @pytest.mark.parametrize("chosen", [
@@ -50,6 +53,20 @@ def test_unset_sizes_get_bass_sizes():
     args = _args(max_num_seqs=256)
     default_capture_sizes(args)
     assert args.cudagraph_capture_sizes == bass_capture_sizes(256)
+
+
+def test_sizes_stay_within_the_targets_own_context(tmp_path):
+    """No --max-model-len: the target's config bounds the sizes (vLLM derives the context
+    from it later; a graph past it crashed vLLM's graph-memory profiling, session 8)."""
+    config = json.loads((Path(TARGET) / "config.json").read_text())
+    config["max_position_embeddings"] = 1024
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    args = _args(model=str(tmp_path), max_num_seqs=256)
+    default_capture_sizes(args)
+    assert args.cudagraph_capture_sizes[-1] == 1024
+    args = _args(max_num_seqs=256, max_model_len=700)
+    default_capture_sizes(args)
+    assert args.cudagraph_capture_sizes[-1] == 640
 
 
 def test_engine_config_captures_bass_sizes_on_cuda_only():
