@@ -41,18 +41,16 @@ def register() -> None:
     global _registered
     if _truthy(DISABLE_ENV):
         return
-    if _registered:
-        # the API server's patch waits for its module (imported by the CLI, maybe after a
-        # first register() in this process); applying it is idempotent and cheap
-        from vllm_bass.patches import api_server_shutdown
+    from vllm_bass.patches import apply_all
 
-        api_server_shutdown.apply()
+    if _registered:
+        # a patch may wait for its module (the API server's, imported by the CLI after a
+        # first register() in this process); patches are idempotent, so apply them again
+        apply_all()
         return
     import vllm
 
     check_vllm_version(getattr(vllm, "__version__", "unknown"))
-    from vllm_bass.patches import apply_all
-
     apply_all()
     try:
         from vllm_bass.attention import register_bass_attention_backend

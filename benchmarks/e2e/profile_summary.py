@@ -80,13 +80,15 @@ def self_time_breakdown(events: list[dict], roots=BREAKDOWN, top: int = 15) -> d
                                       "cuda_driver", "python_function")):
             by_tid[(ev.get("pid"), ev.get("tid"))].append(ev)
     out = {r: collections.defaultdict(float) for r in roots}
+
+    def close(item):
+        _, name, child, root, dur = item
+        if root is not None:
+            out[root][name] += dur - child
+
     for evs in by_tid.values():
         evs.sort(key=lambda e: (float(e["ts"]), -float(e["dur"])))
-        stack: list[list] = []  # [end, name, child_time, root]
-        def close(item):
-            end, name, child, root, dur = item
-            if root is not None:
-                out[root][name] += dur - child
+        stack: list[list] = []  # [end, name, child_time, root, duration]
         for ev in evs:
             ts, dur, name = float(ev["ts"]), float(ev["dur"]), ev.get("name", "")
             while stack and stack[-1][0] <= ts:

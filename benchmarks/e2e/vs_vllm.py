@@ -245,10 +245,10 @@ def acceptance_for(system: str, settings: list[str]) -> list[str]:
 
 
 def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> dict:
-    # 1024 at least: with a context shorter than vLLM's largest capture size (512), the
-    # BASS engines crashed in vLLM's CUDA-graph memory profiling (illegal address in the
-    # drafter's dummy run; H100, session 8; vLLM's draft_model did not)
-    # 2048: BASS's largest CUDA-graph size (1536) stays within the context
+    # 2048 at least: BASS's largest CUDA-graph size (1536) stays within the context (with a
+    # context shorter than the largest capture size, the BASS engines crashed in vLLM's
+    # CUDA-graph memory profiling: illegal address in the drafter's dummy run; H100,
+    # session 8)
     max_model_len = max(2048, args.prompt_len + args.max_tokens + 64)
     spec = {"engine": engine_kwargs(system, folders["target"], folders[draft], max_model_len,
                                     max(args.batches)),
