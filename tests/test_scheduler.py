@@ -122,8 +122,13 @@ def test_algorithm1_plan_reaches_the_drafter_and_the_verification(async_scheduli
 def test_per_request_lengths_are_ragged_in_the_verification(async_scheduling):
     """per_request: a sequence that always accepts drafts long, one that never accepts drafts
     short (or not at all); the verification batch carries both lengths at once."""
+    from vllm_bass.policy.cost_model import StepCostModel
+
     sched = _scheduler(async_scheduling, draft_length_policy="per_request",
                        num_speculative_tokens=8)
+    # a verified token costs 5% of a plain step (a GPU-bound step): drafting for the
+    # sequence that never accepts costs more than RAGGED_MIN_GAIN, so the plan stays ragged
+    sched.bass_costs.model_for = lambda batch: StepCostModel(1.0, 0.12, 0.05, 0.05)
     for r in ("good", "bad"):
         _add(sched, r)
     log = _run(sched, 30, accepted={"good": 99, "bad": 0})

@@ -39,6 +39,19 @@ class BassConfigError(ValueError):
     """A BASS option is wrong; the message names the flag or field and what would be valid."""
 
 
+# A verification holds at most this many tokens (the scheduler's step budget; at large
+# batches 4 per request): where a dense target's forward turns from reading its weights
+# (flat in tokens) to compute (linear): peak bf16 FLOP/s over
+# memory bytes/s, ~295 tokens on an H100 (A100 ~156, H200 ~206), whatever the model's size
+# (both scale with its parameters). Past it each drafted token costs a full token of compute,
+# which the step-cost model's one linear price per verified token (fitted mostly below the
+# knee) underrates: BASS drafted 10.7 tokens per request at batch 32 and 5.9 at 64 where
+# vLLM's K=5 and K=3 (192 / 256 tokens) ran 1.10x faster (H100, session 11). A dense bf16
+# target is assumed: an MoE target (weights read >> weights used per token) or fp8 weights
+# have a higher knee, where this constant is conservative (not measured).
+DEFAULT_VERIFY_KNEE_TOKENS = 256
+
+
 @dataclass
 class BassConfig:
     """Options of the BASS speculative worker (all but `draft_model` have defaults)."""
@@ -91,6 +104,9 @@ class BassConfig:
     # (drafter/draft_graphs.py); vLLM runs them piecewise with attention eager, which
     # made a draft step host-bound. False keeps vLLM's draft loop.
     full_graph_drafting: bool = True
+    # Verification tokens per step past which drafts stop growing (DEFAULT_VERIFY_KNEE_TOKENS
+    # says why); 0: no knee, only the largest CUDA graph bounds a verification.
+    verify_knee_tokens: int = DEFAULT_VERIFY_KNEE_TOKENS
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -124,6 +140,9 @@ class BassConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise bad(name, "a positive integer", v)
+        v = self.verify_knee_tokens
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise bad("verify_knee_tokens", "a non-negative integer (0: no knee)", v)
         if self.draft_sample_method not in DRAFT_SAMPLE_METHODS:
             raise bad("draft_sample_method", f"one of {DRAFT_SAMPLE_METHODS}",
                       self.draft_sample_method)

@@ -41,7 +41,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.utils import record_function_or_nullcontext
 
 from vllm_bass import envs
-from vllm_bass.config import bass_config_from_vllm
+from vllm_bass.config import DEFAULT_VERIFY_KNEE_TOKENS, bass_config_from_vllm
 from vllm_bass.policy.auto_off import with_test_off_cycle
 from vllm_bass.policy.cost_model import StepCostEstimator
 from vllm_bass.policy.factory import make_policy
@@ -76,27 +76,23 @@ def verified_from_output(scheduled_spec: dict[str, list[int]], sampled_token_ids
 # draft token per request at batch 256 (mean acceptance length 1.8), where vLLM's
 # draft_model verifying 3 per request ran 1.24x plain and BASS 1.11x (H100, session 10).
 LARGE_BATCH_TOKENS_PER_REQUEST = 4
-# Below that, a verification holds at most this many tokens: where a dense target's forward
-# turns from reading its weights (flat in tokens) to compute (linear): peak bf16 FLOP/s over
-# memory bytes/s, ~295 tokens on an H100 (A100 ~156, H200 ~206), whatever the model's size
-# (both scale with its parameters). Past it each drafted token costs a full token of compute,
-# which the step-cost model's one linear price per verified token (fitted mostly below the
-# knee) underrates: BASS drafted 10.7 tokens per request at batch 32 and 5.9 at 64 where
-# vLLM's K=5 and K=3 (192 / 256 tokens) ran 1.10x faster (H100, session 11). A dense bf16
-# target is assumed: an MoE target (weights read >> weights used per token) or fp8 weights
-# have a higher knee, where this constant is conservative (not measured).
-KNEE_TOKENS = 256
+# Below that, a verification holds at most BassConfig.verify_knee_tokens (config.py says why).
+KNEE_TOKENS = DEFAULT_VERIFY_KNEE_TOKENS
 
 
-def step_token_budget(capture_budget: int | None, batch: int) -> int | None:
-    """The verification budget of a step of `batch` requests (None: unlimited): KNEE_TOKENS
-    (or LARGE_BATCH_TOKENS_PER_REQUEST per request, the larger), within what keeps the
+def step_token_budget(capture_budget: int | None, batch: int,
+                      knee: int = KNEE_TOKENS) -> int | None:
+    """The verification budget of a step of `batch` requests (None: unlimited): `knee`
+    tokens (or LARGE_BATCH_TOKENS_PER_REQUEST per request, the larger; knee 0: none),
+    within what keeps the
     draft's first pass, which adds one slot per request to the verified tokens, inside the
     largest CUDA graph (eager there, it cost the host ~3 ms more per step at batch 128 on
     the H100, session 11)."""
     if capture_budget is None:
         return None
-    return max(min(capture_budget - batch, KNEE_TOKENS),
+    if knee <= 0:
+        return capture_budget - batch
+    return max(min(capture_budget - batch, knee),
                LARGE_BATCH_TOKENS_PER_REQUEST * batch)
 
 
@@ -187,7 +183,8 @@ class BassScheduler(Scheduler):
                 self.bass_costs.off_weight(len(req_ids)) < OFF_SAMPLES_WANTED)
         # the step scheduled now verifies the drafts of the previous plan
         out.bass_verified_probe = self.bass_plan.probe
-        budget = step_token_budget(self.bass_token_budget, len(req_ids))
+        budget = step_token_budget(self.bass_token_budget, len(req_ids),
+                                   self.bass_config.verify_knee_tokens)
         if hasattr(policy, "token_budget"):
             policy.token_budget = budget
         if hasattr(policy, "remaining"):

@@ -61,7 +61,16 @@ SYSTEMS = ["plain"] + [f"vllm_k{k}" for k in range(1, 9)] + ["bass_default"]
 EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
                  "bass_sync": "sync", "bass_bass_attn": {"attention": "bass"},
                  # vLLM's own CUDA-graph sizes (up to 512 tokens), not BASS's larger set
-                 "bass_capture512": {"engine": {"max_cudagraph_capture_size": 512}}}
+                 "bass_capture512": {"engine": {"max_cudagraph_capture_size": 512}},
+                 # fixed draft lengths (no auto-off): the step-cost curve under BASS's runtime
+                 **{f"bass_fixed{k}": {"draft_length_policy": "fixed",
+                                       "num_speculative_tokens": k, "auto_off": False}
+                    for k in range(1, 9)},
+                 # ... and without the verification knee (only the largest graph bounds it)
+                 **{f"bass_fixed{k}_noknee": {"draft_length_policy": "fixed",
+                                              "num_speculative_tokens": k, "auto_off": False,
+                                              "verify_knee_tokens": 0} for k in range(1, 9)},
+                 "bass_noknee": {"verify_knee_tokens": 0}}
 
 
 def rates(alpha: float) -> list[float]:

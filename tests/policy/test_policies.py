@@ -220,3 +220,48 @@ def test_keep_best_positions_is_exact_with_ties():
             kept = keep_best_positions(gains, lengths, room)
             assert kept.sum() == min(room, lengths.sum()), (alphas, room, kept)
             assert (kept <= lengths).all() and (kept >= 0).all()
+
+
+def test_per_request_takes_one_length_for_all_unless_ragged_pays():
+    """Alike sequences (estimates scattered around one alpha, as on the H100 at alpha 0.8)
+    get one length for all, a uniform plan (`per_request` None: the engine's cheaper path);
+    a ragged plan is taken only when it promises RAGGED_MIN_GAIN more than the best uniform
+    length."""
+    from vllm_bass.policy.per_request import RAGGED_MIN_GAIN
+
+    cost = StepCostModel(base=1.0, per_draft_step=0.02, per_verify_token=0.0005,
+                         draft_pass=0.5)
+    p = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=16,
+                                         draft_length_policy="per_request"), cost)
+    p.token_budget = 256
+    rng = np.random.default_rng(1)
+    alike = list(np.clip(rng.normal(0.8, 0.06, 64), 0.0, 1.0))
+    ragged = p.best_lengths(alike)
+    assert len(set(ragged)) > 1  # the unconstrained optimum spreads them
+    lengths = p.choose_lengths(alike)
+    assert len(set(lengths)) == 1 and lengths[0] == (256 - 64) // 64
+    assert p.plan_rate(alike, lengths) * (1 + RAGGED_MIN_GAIN) >= p.plan_rate(alike, ragged)
+    ids = [f"r{i}" for i in range(64)]
+    p.estimates.alpha = dict(zip(ids, alike)).get
+    plan = p.plan(ids)
+    assert plan.per_request is None and plan.batch_length == 3
+
+    # a sequence that accepts everything beside one that accepts nothing, verification
+    # priced high (GPU-bound): drafting for the second costs more than the margin
+    costly = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.05,
+                           draft_pass=0.05)
+    q = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=8,
+                                         draft_length_policy="per_request"), costly)
+    lengths = q.choose_lengths([0.99, 0.0])
+    assert lengths[0] > 0 == lengths[1]
+    k, uniform_rate = q.best_uniform_length([0.99, 0.0])
+    assert q.plan_rate([0.99, 0.0], lengths) > uniform_rate * (1 + RAGGED_MIN_GAIN)
+
+
+def test_plan_rate_matches_the_expected_tokens_per_step_time():
+    cost = StepCostModel(base=1.0, per_draft_step=0.1, per_verify_token=0.01, draft_pass=0.2)
+    p = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=8,
+                                         draft_length_policy="per_request"), cost)
+    alphas, lengths = [0.9, 0.5, 1.0], [4, 0, 3]
+    tokens = sum(1 + sum(a ** j for j in range(1, n + 1)) for a, n in zip(alphas, lengths))
+    assert p.plan_rate(alphas, lengths) == pytest.approx(tokens / cost.step_time(lengths))
