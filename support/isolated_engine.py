@@ -56,13 +56,15 @@ def engine_env() -> dict:
 
 def run_engine(engine_kwargs: dict, jobs: list[dict], metrics: bool = False,
                timeout: float = 1800, log_path: str | None = None,
-               memory: bool = False) -> dict:
+               memory: bool = False, worker_rpc: list[str] | None = None) -> dict:
     """`memory`: each job's result carries `rss_bytes`, the resident memory of the engine
-    process tree after it."""
+    process tree after it. `worker_rpc`: worker methods called after the last job
+    (`LLM.collective_rpc`); the result's "worker_rpc" maps each to its workers' answers."""
     with tempfile.TemporaryDirectory() as tmp:
         spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "out.json")
         spec_path.write_text(json.dumps({"engine": engine_kwargs, "jobs": jobs,
-                                         "metrics": metrics, "memory": memory}))
+                                         "metrics": metrics, "memory": memory,
+                                         "worker_rpc": worker_rpc or []}))
         proc = subprocess.run([sys.executable, "-m", "support.isolated_engine", str(spec_path),
                                str(out_path)], cwd=REPO, env=engine_env(),
                               capture_output=True, text=True, timeout=timeout)
@@ -124,6 +126,8 @@ def _child(spec_path: str, out_path: str) -> None:
     out = {"results": results}
     if spec.get("metrics"):
         out["metrics"] = _metrics_dict(llm.get_metrics())
+    if spec.get("worker_rpc"):
+        out["worker_rpc"] = {name: llm.collective_rpc(name) for name in spec["worker_rpc"]}
     Path(out_path).write_text(json.dumps(out))
 
 

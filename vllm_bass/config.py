@@ -15,6 +15,10 @@ from typing import Any, Literal
 ADDITIONAL_CONFIG_KEY = "bass"
 MAX_DRAFT_TOKENS = 32  # the paper's l_limit, and the most draft tokens one step may carry
 DRAFT_LENGTH_POLICIES = ("bass", "per_request", "fixed")
+# Draft passes in a row that may raise (`worker/drafter/faults.py`) before speculation is
+# turned off for the engine's life (plain decoding, ERROR log). Each faulting pass drafts
+# nothing and costs no output; a fault this persistent is a broken draft, not a transient.
+MAX_CONSECUTIVE_DRAFT_FAULTS = 5
 DRAFT_SAMPLE_METHODS = ("probabilistic", "greedy")
 ACCEPTANCE_MODES = ("standard", "synthetic")
 ATTENTION_CHOICES = ("bass", "target", "vllm")

@@ -32,6 +32,10 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
     "VLLM_BASS_UNSPECIALIZE_DRAFT_KERNELS": (
         "1", "0: keep Triton's integer/alignment specialisation of vLLM's drafter kernels "
              "(JIT stalls of 100-250 ms as draft lengths vary)"),
+    "VLLM_BASS_INJECT_DRAFT_FAULT": (
+        "", "SPEC (tests, drills): the draft pass raises on chosen passes of each worker, "
+            "counted from 1: every:N (N, 2N, ...), steps:A,B,... (those), from:N (every "
+            "pass from N on); see vllm_bass/diagnostics/fault_injection.py"),
     "VLLM_BASS_TEST_OFF_CYCLE": (
         "", "ON,OFF (tests only): the policy's plan for ON steps, then OFF off-steps"),
 }

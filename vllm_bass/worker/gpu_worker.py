@@ -37,6 +37,13 @@ class BassWorkerMixin:
                                "--spec-worker bass or speculative_config={'method': 'bass'}")
         install_bass_runner(self.model_runner, cfg)
 
+    def bass_draft_faults(self) -> dict:
+        """The drafter's contained faults (`drafter.faults`), for `collective_rpc`:
+        {"passes": draft passes run, "faults": of them raised, "consecutive": in a row
+        now, "speculation_off": bool}."""
+        faults = getattr(getattr(self.model_runner, "drafter", None), "bass_faults", None)
+        return faults.as_dict() if faults is not None else {}
+
 
 class BassGPUWorker(BassWorkerMixin, Worker):
     """CUDA (and other GPU platform) worker with the BASS runner."""

@@ -21,12 +21,16 @@ back rejected KV slots by overwriting. The mixin changes what BASS changes:
     without auto-off keeps vLLM's 1 + K.
   * seeded requests sample position-keyed (`seeded`): the same tokens whatever the policy,
     auto-off, batch, timing or preemption.
+  * a draft pass that raises drafts nothing for that step (`drafter.faults`); the runner
+    drops its dummy drafts and puts the positions it missed back into the draft-KV debt;
+    after repeated faults speculation is off for good.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from vllm_bass.config import BassConfig
@@ -180,8 +184,12 @@ class BassModelRunnerMixin:
         batch_length = scheduler_output.num_spec_tokens_to_schedule
         self.bass_draft_length = batch_length
         drafter = getattr(self, "drafter", None)
+        faults = getattr(drafter, "bass_faults", None)
+        if faults is not None and faults.speculation_off and not self.bass_async:
+            return self._bass_no_drafts(req_ids)  # off for good after repeated faults
         debt = getattr(drafter, "bass_kv_debt", None)
         skipped = self._bass_skipped  # None under sync: the host token buffer has them
+        catch_up = None
         if debt is not None and drafter.bass_can_catch_up():
             starts = self.input_batch.num_computed_tokens_cpu[:len(req_ids)]
             # async: a step that verified drafts must run vLLM's draft-pass bookkeeping
@@ -194,12 +202,9 @@ class BassModelRunnerMixin:
                 if skipped is not None:
                     scheduled = [scheduler_output.num_scheduled_tokens[r] for r in req_ids]
                     skipped.record(req_ids, scheduled, starts, self.input_ids.gpu)
-                self._draft_probs = None
-                self._draft_prob_req_ids = None
-                # a list, not an empty device tensor: no copy stream, event or sync
-                return [[] for _ in req_ids]
+                return self._bass_no_drafts(req_ids)
             if debt and spec_decode_metadata is None:
-                drafter.bass_catch_up = debt.settle(
+                catch_up = drafter.bass_catch_up = debt.settle(
                     req_ids, starts,
                     skipped if skipped is not None else self.input_batch.token_ids_cpu)
         if batch_length == 0 and self.bass_async:
@@ -209,7 +214,7 @@ class BassModelRunnerMixin:
         if drafter is not None:
             drafter.bass_seeded = self._bass_seeded_step
         try:
-            return super().propose_draft_token_ids(
+            drafts = super().propose_draft_token_ids(
                 scheduler_output, sampled_token_ids, sampling_metadata, hidden_states,
                 sample_hidden_states, aux_hidden_states, spec_decode_metadata,
                 common_attn_metadata, slot_mappings)
@@ -219,6 +224,40 @@ class BassModelRunnerMixin:
             if drafter is not None:
                 drafter.bass_catch_up = None
                 drafter.bass_seeded = None
+        if faults is not None and faults.take():
+            return self._bass_after_draft_fault(scheduler_output, req_ids, catch_up, drafts)
+        return drafts
+
+    def _bass_no_drafts(self, req_ids: list[str]) -> list[list[int]]:
+        self._draft_probs = None
+        self._draft_prob_req_ids = None
+        # a list, not an empty device tensor: no copy stream, event or sync
+        return [[] for _ in req_ids]
+
+    def _bass_after_draft_fault(self, scheduler_output, req_ids, catch_up, drafts):
+        """The draft pass raised; the drafter contained it (`drafter.faults`) and returned
+        dummy drafts. Sync: they are dropped (the next step verifies no drafts: plain
+        decoding for a step), and the draft KV the pass should have written, from the
+        first position it was catching up, is owed again, so the next drafting step
+        catches it up -- unless that would not fit one first pass, then it stays a gap
+        (acceptance only). Async: the dummy drafts fill the slots the scheduler reserved
+        already, and the positions the pass missed stay a gap (the device record of tokens
+        covers skipped steps only)."""
+        if self.bass_async:
+            return drafts
+        drafter = self.drafter
+        if drafter.bass_can_catch_up():
+            debt = drafter.bass_kv_debt
+            starts = np.asarray(self.input_batch.num_computed_tokens_cpu[:len(req_ids)],
+                                dtype=np.int64)
+            debt.record_skip(req_ids, starts - catch_up.extra if catch_up is not None
+                             else starts)
+            scheduled = sum(scheduler_output.num_scheduled_tokens[r] for r in req_ids)
+            if (int(debt.owed(req_ids, starts).sum()) + scheduled + 2 * len(req_ids)
+                    > drafter.max_num_tokens):
+                for rid in req_ids:
+                    debt.forget(rid)
+        return self._bass_no_drafts(req_ids)
 
     @staticmethod
     def _bass_may_skip_draft(scheduler_output, req_ids, starts, debt, drafter,

@@ -12,6 +12,8 @@ whole; we only replace how it turns draft logits into (token, q):
   * the one-token steps after the first pass run as full CUDA graphs (`draft_graphs`):
     vLLM's loop runs them piecewise, with attention, KV writes and metadata on the host
     every step, which made a draft step host-bound.
+  * a draft pass that raises drafts nothing for that step instead of killing the engine
+    (`faults`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import torch
 from vllm.v1.spec_decode.draft_model import DraftModelProposer
 from vllm.v1.utils import record_function_or_nullcontext
 
+from vllm_bass.diagnostics.fault_injection import DraftFaultInjector
 from vllm_bass.worker.drafter.draft_graphs import DraftStepGraphs
+from vllm_bass.worker.drafter.faults import DraftFaults, is_device_fault
 from vllm_bass.worker.drafter.draft_sync import CatchUp, DraftKVDebt, apply_catch_up
 from vllm_bass.sampling.keyed import keyed_sample
 from vllm_bass.sampling.rejection import _SAMPLING_EPS
@@ -73,6 +77,8 @@ DRAFTER_ATTRIBUTES = ("positions", "input_ids", "_slot_mapping_buffer", "arange"
 
 class BassDraftModelProposer(DraftModelProposer):
     bass_kv_debt: DraftKVDebt
+    bass_faults: DraftFaults  # contained exceptions of the draft pass (`faults`)
+    bass_fault_injector: DraftFaultInjector | None = None  # VLLM_BASS_INJECT_DRAFT_FAULT
     bass_catch_up: CatchUp | None = None  # set by the runner for the next propose() only
     bass_step_graphs: DraftStepGraphs | None = None  # None: vLLM's own draft loop
     _bass_first_pass: tuple | None = None  # what set_inputs_first_pass returned last
@@ -115,8 +121,43 @@ class BassDraftModelProposer(DraftModelProposer):
                 target_hidden_states, next_token_ids, token_indices_to_sample,
                 common_attn_metadata, sampling_metadata, mm_embed_inputs=None,
                 num_rejected_tokens_gpu=None, slot_mappings=None):
+        """The step's drafts; a pass that raises (other than a device fault) drafts
+        nothing instead (`faults`: logged, counted, the runner repairs the draft's KV)."""
+        faults = self.bass_faults
+        if faults.speculation_off:
+            self.bass_catch_up, self._last_draft_probs = None, None
+            return self._bass_no_drafts(common_attn_metadata, num_speculative_tokens)
+        try:
+            drafts = self._bass_draft_pass(
+                num_speculative_tokens, target_token_ids, target_positions,
+                target_hidden_states, next_token_ids, token_indices_to_sample,
+                common_attn_metadata, sampling_metadata, mm_embed_inputs,
+                num_rejected_tokens_gpu, slot_mappings)
+        except Exception as exc:
+            if is_device_fault(exc):
+                raise  # the CUDA context is corrupt: nothing later would be right (faults)
+            self.bass_catch_up, self._bass_first_pass, self._last_draft_probs = None, None, None
+            self.num_speculative_tokens = num_speculative_tokens  # as after a whole pass
+            faults.record(exc)
+            return self._bass_no_drafts(common_attn_metadata, num_speculative_tokens)
+        faults.succeeded()
+        return drafts
+
+    def _bass_no_drafts(self, common_attn_metadata, num_speculative_tokens) -> torch.Tensor:
+        """Dummy drafts: token 0 everywhere, no draft probabilities. Under sync scheduling
+        the runner drops them (a list of empty drafts); under async scheduling they fill
+        the slots already reserved and verify as a deterministic proposal (exact)."""
+        return torch.zeros((common_attn_metadata.batch_size(), num_speculative_tokens),
+                           dtype=torch.int64, device=self.input_ids.device)
+
+    def _bass_draft_pass(self, num_speculative_tokens, target_token_ids, target_positions,
+                         target_hidden_states, next_token_ids, token_indices_to_sample,
+                         common_attn_metadata, sampling_metadata, mm_embed_inputs,
+                         num_rejected_tokens_gpu, slot_mappings):
         catch_up, self.bass_catch_up = self.bass_catch_up, None
         self._bass_draft_step, self._bass_seeded_base = 0, None
+        if self.bass_fault_injector is not None:
+            self.bass_fault_injector.check()  # diagnostics: VLLM_BASS_INJECT_DRAFT_FAULT
         if catch_up is not None:
             assert token_indices_to_sample is None and num_rejected_tokens_gpu is None, (
                 "draft catch-up runs only on steps that verified no drafts")
@@ -223,6 +264,8 @@ def install_bass_drafter(drafter, step_graphs: bool = True) -> None:
     if isinstance(drafter, DraftModelProposer) and not isinstance(drafter, BassDraftModelProposer):
         drafter.__class__ = BassDraftModelProposer
         drafter.bass_kv_debt = DraftKVDebt()
+        drafter.bass_faults = DraftFaults()
+        drafter.bass_fault_injector = DraftFaultInjector.from_env()
         drafter.bass_catch_up = None
         drafter.bass_step_graphs = None
         if str(drafter.device).startswith("cuda"):
