@@ -31,9 +31,10 @@ SEQUENCE_PROBE_INTERVAL = 4  # drafting steps a request sits out before a one-to
 # steps cost more than the cost model sees (per-request placeholders and draft scatter on
 # the host; the longest draft sets the draft steps while the others' positions are cut;
 # requests given short drafts finish last in a closed batch). H100, 7B shape, 8x1024 draft,
-# alpha 0.8 (session 12): steps of the same shape (3 drafts for each of 64 requests) took
-# 13.3-15.7 ms under per-request plans and 12.5 ms with uniform K=3, and the default ran
-# 7.08 / 11.27 ms per token at batch 64 / 128 where fixed K=3 ran 6.34 / 10.66.
+# alpha 0.8 (session 12, `benchmarks/results/session12/step_shapes_calls4.json`): steps of
+# one shape (3 drafts for each request) took a median 14.1 / 21.6 ms at batch 64 / 128
+# under per-request plans and 12.6 / 20.2 ms with fixed K=3, and the default ran 7.08 /
+# 11.27 ms per token where fixed K=3 ran 6.34 / 10.66.
 RAGGED_MIN_GAIN = 0.10
 
 

@@ -1,0 +1,32 @@
+"""benchmarks/e2e/step_shapes.py groups step traces by shape (what session 12's ragged vs
+uniform comparison rests on)."""
+
+import pytest
+
+from benchmarks.e2e.step_shapes import MIN_STEPS, runner_phases, step_shapes
+
+pytestmark = [pytest.mark.cpu]
+
+
+def test_step_shapes_groups_by_batch_draft_steps_and_verify_per_request(tmp_path):
+    trace = tmp_path / "t.csv"
+    lines = [f"{i}.0,64,3,192,{12.0 + (i % 3)}" for i in range(MIN_STEPS + 1)]
+    lines += [f"{i}.5,64,5,192,15.0" for i in range(MIN_STEPS - 1)]  # too rare: left out
+    lines += [f"{i}.7,64,0,0,8.0" for i in range(MIN_STEPS)]
+    trace.write_text("\n".join(lines) + "\n")
+    shapes = step_shapes(trace)
+    assert [(s["batch"], s["draft_steps"], s["verify_per_request"]) for s in shapes] == [
+        (64, 0, 0.0), (64, 3, 3.0)]
+    drafting = shapes[1]
+    assert drafting["steps"] == MIN_STEPS + 1 and drafting["median_ms"] == 13.0
+    assert drafting["p20_ms"] == 12.0
+
+
+def test_runner_phases_medians(tmp_path):
+    runner = tmp_path / "t.csv.runner"
+    rows = [f"{i}.0,64,3,{1 + i},1.5,3.0,10.0,0.2,{2 + i},2" for i in range(MIN_STEPS)]
+    runner.write_text("\n".join(rows) + "\n")
+    (phase,) = runner_phases(runner)
+    assert phase["requests"] == 64 and phase["verified_length"] == 3 and phase["graph_mode"] == 2
+    assert phase["forward_cpu_ms"] == pytest.approx(1 + (MIN_STEPS - 1) / 2)
+    assert phase["draft_gpu_ms"] == pytest.approx(2 + (MIN_STEPS - 1) / 2)
