@@ -118,6 +118,18 @@ def test_boolean_option_rejects_a_string(name):
         args.create_engine_config()
 
 
+@pytest.mark.parametrize("name,value,valid", [
+    ("verify_knee_tokens", -1, "non-negative integer"),
+    ("verify_knee_tokens", 1.5, "non-negative integer"),
+    ("uniform_plan_margin", 2.0, r"number in \[0, 1\]"),
+    ("uniform_plan_margin", "high", r"number in \[0, 1\]")])
+def test_numeric_option_out_of_range_is_named(name, value, valid):
+    from vllm_bass.config import BassConfig
+
+    with pytest.raises(BassConfigError, match=f"'{name}'.*{valid}"):
+        BassConfig(draft_model="d", **{name: value})
+
+
 def test_unknown_bass_option_is_named():
     from vllm.engine.arg_utils import EngineArgs
 

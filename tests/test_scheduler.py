@@ -127,7 +127,7 @@ def test_per_request_lengths_are_ragged_in_the_verification(async_scheduling):
     sched = _scheduler(async_scheduling, draft_length_policy="per_request",
                        num_speculative_tokens=8)
     # a verified token costs 5% of a plain step (a GPU-bound step): drafting for the
-    # sequence that never accepts costs more than RAGGED_MIN_GAIN, so the plan stays ragged
+    # sequence that never accepts would cost more than any uniform_plan_margin
     sched.bass_costs.model_for = lambda batch: StepCostModel(1.0, 0.12, 0.05, 0.05)
     for r in ("good", "bad"):
         _add(sched, r)

@@ -111,6 +111,15 @@ class BassConfig:
     # Verification tokens per step past which drafts stop growing (DEFAULT_VERIFY_KNEE_TOKENS
     # says why); 0: no knee, only the largest CUDA graph bounds a verification.
     verify_knee_tokens: int = DEFAULT_VERIFY_KNEE_TOKENS
+    # per_request (experimental): one draft length for all sequences (fixed K's plan and
+    # engine path) unless the ragged optimum promises this fraction more tokens per unit of
+    # step time under the cost model; 0: always the ragged optimum. Session 12 (H100, 8x1024
+    # draft, alpha 0.8): steps of one shape took 14.1 / 21.6 ms at batch 64 / 128 under
+    # per-request plans and 12.6 / 20.2 under fixed K=3 (cause not found: the scheduler's
+    # host time differs by <= 0.45 ms), but the closed-batch simulation loses 4-6% with 0.1
+    # (the remaining-token weights of ragged plans help the stragglers), and a mix run with
+    # 0.1 took 21-54% off-steps; not the default until an A/B on one machine says so.
+    uniform_plan_margin: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -144,6 +153,9 @@ class BassConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise bad(name, "a positive integer", v)
+        m = self.uniform_plan_margin
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0.0 <= m <= 1.0:
+            raise bad("uniform_plan_margin", "a number in [0, 1] (0: off)", m)
         v = self.verify_knee_tokens
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise bad("verify_knee_tokens", "a non-negative integer (0: no knee)", v)

@@ -70,7 +70,9 @@ EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
                  **{f"bass_fixed{k}_noknee": {"draft_length_policy": "fixed",
                                               "num_speculative_tokens": k, "auto_off": False,
                                               "verify_knee_tokens": 0} for k in range(1, 9)},
-                 "bass_noknee": {"verify_knee_tokens": 0}}
+                 "bass_noknee": {"verify_knee_tokens": 0},
+                 # per_request with one length for all unless ragged promises 10% more
+                 "bass_uniform": {"uniform_plan_margin": 0.1}}
 
 
 def rates(alpha: float) -> list[float]:

@@ -223,21 +223,24 @@ def test_keep_best_positions_is_exact_with_ties():
 
 
 def test_per_request_takes_one_length_for_all_unless_ragged_pays():
-    """Alike sequences (estimates scattered around one alpha, as on the H100 at alpha 0.8)
-    get one length for all, a uniform plan (`per_request` None: the engine's cheaper path);
-    a ragged plan is taken only when it promises RAGGED_MIN_GAIN more than the best uniform
-    length."""
-    from vllm_bass.policy.per_request import RAGGED_MIN_GAIN
-
+    """With uniform_plan_margin on, alike sequences (estimates scattered around one alpha,
+    as on the H100 at alpha 0.8) get one length for all, a uniform plan (`per_request` None:
+    fixed K's path); a ragged plan is taken only when it promises the margin more than the
+    best uniform length. Off (the default), the ragged optimum stands."""
+    RAGGED_MIN_GAIN = 0.10
     cost = StepCostModel(base=1.0, per_draft_step=0.02, per_verify_token=0.0005,
                          draft_pass=0.5)
+    off = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=16,
+                                           draft_length_policy="per_request"), cost)
     p = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=16,
-                                         draft_length_policy="per_request"), cost)
-    p.token_budget = 256
+                                         draft_length_policy="per_request",
+                                         uniform_plan_margin=RAGGED_MIN_GAIN), cost)
+    p.token_budget = off.token_budget = 256
     rng = np.random.default_rng(1)
     alike = list(np.clip(rng.normal(0.8, 0.06, 64), 0.0, 1.0))
     ragged = p.best_lengths(alike)
     assert len(set(ragged)) > 1  # the unconstrained optimum spreads them
+    assert off.choose_lengths(alike) == ragged
     lengths = p.choose_lengths(alike)
     assert len(set(lengths)) == 1 and lengths[0] == (256 - 64) // 64
     assert p.plan_rate(alike, lengths) * (1 + RAGGED_MIN_GAIN) >= p.plan_rate(alike, ragged)
@@ -251,7 +254,8 @@ def test_per_request_takes_one_length_for_all_unless_ragged_pays():
     costly = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.05,
                            draft_pass=0.05)
     q = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=8,
-                                         draft_length_policy="per_request"), costly)
+                                         draft_length_policy="per_request",
+                                         uniform_plan_margin=RAGGED_MIN_GAIN), costly)
     lengths = q.choose_lengths([0.99, 0.0])
     assert lengths[0] > 0 == lengths[1]
     k, uniform_rate = q.best_uniform_length([0.99, 0.0])

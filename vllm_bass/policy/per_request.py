@@ -27,15 +27,6 @@ __all__ = ["PerRequestDraftLength", "StepCostModel"]
 
 REMAINING_POWER = 1.0
 SEQUENCE_PROBE_INTERVAL = 4  # drafting steps a request sits out before a one-token draft
-# A ragged plan must promise this much more than the best uniform length to be taken: its
-# steps cost more than the cost model sees (per-request placeholders and draft scatter on
-# the host; the longest draft sets the draft steps while the others' positions are cut;
-# requests given short drafts finish last in a closed batch). H100, 7B shape, 8x1024 draft,
-# alpha 0.8 (session 12, `benchmarks/results/session12/step_shapes_calls4.json`): steps of
-# one shape (3 drafts for each request) took a median 14.1 / 21.6 ms at batch 64 / 128
-# under per-request plans and 12.6 / 20.2 ms with fixed K=3, and the default ran 7.08 /
-# 11.27 ms per token where fixed K=3 ran 6.34 / 10.66.
-RAGGED_MIN_GAIN = 0.10
 
 
 class PerRequestDraftLength(DraftLengthPolicy):
@@ -49,6 +40,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
                                              prior_weight)
         # auto_off=False keeps every sequence drafting at least one token
         self.min_length = 0 if bass_config.auto_off else 1
+        self.uniform_plan_margin = float(bass_config.uniform_plan_margin)
         self.probes = ProbeSchedule()  # all lengths 0: probe with length 1 now and then
         # the most tokens a verification may hold (the scheduler sets vLLM's largest
         # CUDA-graph size; None: no limit): part of the optimisation, so a cut plan does not
@@ -185,15 +177,17 @@ class PerRequestDraftLength(DraftLengthPolicy):
 
     def choose_lengths(self, alphas: list[float],
                        weights: list[float] | None = None) -> list[int]:
-        """The ragged optimum, unless one length for all comes within RAGGED_MIN_GAIN of it."""
+        """The ragged optimum, unless one length for all comes within uniform_plan_margin of
+        it (BassConfig.uniform_plan_margin; 0: always the ragged optimum)."""
         ragged = [max(self.min_length, n) for n in self.best_lengths(alphas, weights)]
-        if len(alphas) < 2 or len(set(ragged)) == 1:
+        if self.uniform_plan_margin <= 0 or len(alphas) < 2 or len(set(ragged)) == 1:
             return ragged
         # drafting at all is the ragged optimum's call (all zeros: off); the margin is about
         # the ragged path's cost (session 12: letting it switch a drafting mix off flipped
         # between off-steps and drafts, 0.83x plain at batch 64 on the H100)
         k, uniform_rate = self.best_uniform_length(alphas, weights, shortest=1)
-        if uniform_rate * (1.0 + RAGGED_MIN_GAIN) >= self.plan_rate(alphas, ragged, weights):
+        if (uniform_rate * (1.0 + self.uniform_plan_margin)
+                >= self.plan_rate(alphas, ragged, weights)):
             return [k] * len(alphas)
         return ragged
 
@@ -218,6 +212,6 @@ class PerRequestDraftLength(DraftLengthPolicy):
         elif self.min_length == 0 and self.probes.measure_off_due(
                 off, self._last_speedup >= CONFIDENT_SPEEDUP):
             lengths = [0] * len(req_ids)  # measure what plain decoding costs
-        if len(set(lengths)) <= 1:  # one length for all: the uniform (cheaper) path
-            return DraftPlan(lengths[0] if lengths else 0, None, probe)
+        if self.uniform_plan_margin > 0 and len(set(lengths)) <= 1:
+            return DraftPlan(lengths[0] if lengths else 0, None, probe)  # fixed K's path
         return DraftPlan(max(lengths), dict(zip(req_ids, lengths)), probe)

@@ -1,0 +1,71 @@
+"""The scheduler's own host time per step, by draft-length policy: the real BASS scheduler
+driven through closed batches as `sim_closed_batch.py` does (simulated H100 step times,
+geometric acceptance), with `schedule()` and `update_from_output()` timed on this machine's
+clock. Under async scheduling this host work is on the critical path of every step when the
+step is host-bound, so a policy's plan must stay cheap at large batches (session 12: at
+batch 64-128 per-request plans cost ~1-1.5 ms more per step than fixed K on the H100).
+
+    python benchmarks/e2e/bench_scheduler_host.py --batches 64,128 --policies per_request,fixed
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.e2e.sim_closed_batch import alphas_for, run_batch, scheduler  # noqa: E402
+
+
+def host_ms_per_step(policy: str, batch: int, acceptance: str, k: int, budget: int | None,
+                     max_tokens: int, seed: int) -> dict:
+    sched = scheduler(batch, policy, k, auto_off=policy != "fixed", async_scheduling=True,
+                      token_budget=budget)
+    spent = {"schedule": [], "update_from_output": []}
+    for name in spent:
+        inner = getattr(sched, name)
+
+        def timed(*args, _inner=inner, _name=name, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return _inner(*args, **kwargs)
+            finally:
+                spent[_name].append((time.perf_counter() - t0) * 1e3)
+        setattr(sched, name, timed)
+    run_batch(sched, alphas_for(acceptance, batch), max_tokens, seed)
+    run = {name: statistics.median(ms) for name, ms in spent.items()}
+    return {"policy": policy, "batch": batch, "acceptance": acceptance, "steps": len(
+        spent["schedule"]), **{f"{n}_ms": round(v, 3) for n, v in run.items()},
+        "host_ms_per_step": round(sum(run.values()), 3)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batches", default="64,128")
+    ap.add_argument("--policies", default="per_request,fixed")
+    ap.add_argument("--acceptance", default="0.8,mix")
+    ap.add_argument("--k", type=int, default=3, help="fixed's K (per_request: up to 16)")
+    ap.add_argument("--budget", type=int, default=1536, help="largest CUDA graph (tokens)")
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    rows = []
+    for acceptance in args.acceptance.split(","):
+        for batch in [int(b) for b in args.batches.split(",")]:
+            for policy in args.policies.split(","):
+                k = args.k if policy == "fixed" else 16
+                row = host_ms_per_step(policy, batch, acceptance, k, args.budget,
+                                       args.max_tokens, seed=0)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps({"rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
