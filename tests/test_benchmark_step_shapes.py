@@ -30,3 +30,16 @@ def test_runner_phases_medians(tmp_path):
     assert phase["requests"] == 64 and phase["verified_length"] == 3 and phase["graph_mode"] == 2
     assert phase["forward_cpu_ms"] == pytest.approx(1 + (MIN_STEPS - 1) / 2)
     assert phase["draft_gpu_ms"] == pytest.approx(2 + (MIN_STEPS - 1) / 2)
+
+
+def test_scheduler_host_time_is_measured_per_policy():
+    """bench_scheduler_host.py drives the real scheduler through a closed batch and times
+    its own host work per step (what session 12 compared between policies)."""
+    from benchmarks.e2e.bench_scheduler_host import host_ms_per_step
+
+    for policy, k in (("per_request", 8), ("fixed", 3)):
+        row = host_ms_per_step(policy, 4, "0.8", k, None, max_tokens=8, seed=0)
+        assert row["policy"] == policy and row["steps"] >= 3
+        assert row["schedule_ms"] > 0 and row["update_from_output_ms"] > 0
+        assert row["host_ms_per_step"] == pytest.approx(
+            row["schedule_ms"] + row["update_from_output_ms"], abs=2e-3)
