@@ -16,6 +16,8 @@
 #   VS_ARGS="--systems ..." bash scripts/gpu_bench.sh vs_vllm  # a slice of issue 13's matrix
  #   VS_ARGS=... [MATRIX_TESTS=...] bash scripts/gpu_bench.sh matrix  # session 10: a slice
 #                                       # of the matrix, 2 repeats, the GPU's UUID recorded
+#   [LOAD_SECONDS=240] bash scripts/gpu_bench.sh load  # issue 14: 64 clients for minutes,
+#                                       # then the draft-fault tests
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
 #                                       # the any-batch grid vs the direct grid),
 #                                       # then the engine tests outside the engine part
@@ -127,5 +129,18 @@ case "${1:-}" in
     fi
     gzip -f "$W/pyspy.txt"
     pack pyspy ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13" >&2; exit 2 ;;
+  load)  # session 12, issue 14: the server under 64 concurrent clients for LOAD_SECONDS
+    # (greedy = plain, seeded = itself, disconnects), then the draft-fault engine and
+    # server tests
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    BASS_TEST_LOAD_SECONDS="${LOAD_SECONDS:-240}" timeout "${LOAD_TIMEOUT:-400}" \
+      python3 -m pytest -m gpu -v -rs -s -p no:cacheprovider \
+      tests/test_server_robustness.py 2>&1 | tee "$W/gpu_tests_load.txt"
+    timeout "${FAULT_TIMEOUT:-170}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider \
+      tests/test_engine_draft_faults.py tests/test_server_draft_faults.py 2>&1 \
+      | tee "$W/gpu_tests_faults.txt"
+    pkill -9 -f "[v]llm.entrypoints" || true
+    cp "$W"/gpu_tests_*.txt "$OUT/" 2>/dev/null
+    pack load ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load" >&2; exit 2 ;;
 esac

@@ -6,7 +6,9 @@ prompt a few tokens short of max_model_len; the server stays healthy throughout 
 The figures (requests, cancellations, mismatches) are printed."""
 
 import json
+import os
 import random
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -19,6 +21,10 @@ from tests.server_harness import BASS_ARGS, running_server
 pytestmark = [pytest.mark.cpu, pytest.mark.gpu, pytest.mark.slow]
 
 MAX_TOKENS = (1, 8, 24, 40)
+# Rounds of the mixed load repeat until this many seconds have passed (at least one round):
+# the GPU host's several-minute run sets it, CI runs one round.
+LOAD_SECONDS = float(os.environ.get("BASS_TEST_LOAD_SECONDS", "0"))
+SEEDED = {"temperature": 0.8, "seed": 7, "max_tokens": 24}
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +51,18 @@ def _body(prompt, **extra):
 
 def _client(base, i: int, clients: int):
     """One client: prompt i % 8, max_tokens by i; streams when i is even or it cancels;
-    every fifth one (asking for 40 tokens) disconnects after two chunks."""
+    every fifth one (asking for 40 tokens) disconnects after two chunks; every fourth other
+    one samples with a seed (SEEDED, prompt 0 or 1), which must give the same text every
+    time."""
     cancel = i % 5 == 0
     p, m = i % len(PROMPTS), 40 if cancel else MAX_TOKENS[i % len(MAX_TOKENS)]
     stream = cancel or i % 2 == 0
     url = base + "/v1/completions"
+    if i % 4 == 1 and not cancel:
+        p = (i // 4) % 2
+        r = requests.post(url, json=_body(PROMPTS[p], **SEEDED), timeout=600)
+        return p, "seeded", "done" if r.status_code == 200 else f"http {r.status_code}", (
+            r.json()["choices"][0]["text"] if r.status_code == 200 else r.text)
     if not stream:
         r = requests.post(url, json=_body(PROMPTS[p], max_tokens=m), timeout=600)
         return p, m, "done" if r.status_code == 200 else f"http {r.status_code}", (
@@ -70,22 +83,37 @@ def _client(base, i: int, clients: int):
 
 
 def test_mixed_load_with_disconnects_matches_plain_greedy(server, reference):
+    """64 concurrent clients on the GPU host (20 on CPU), rounds until LOAD_SECONDS."""
     clients = 64 if on_gpu() else 20
-    order = list(range(clients))
-    random.Random(0).shuffle(order)
-    with ThreadPoolExecutor(16) as pool:
-        results = list(pool.map(lambda i: _client(server, i, clients), order))
+    start, rounds, results = time.monotonic(), 0, []
+    while rounds == 0 or time.monotonic() - start < LOAD_SECONDS:
+        order = list(range(clients))
+        random.Random(rounds).shuffle(order)
+        with ThreadPoolExecutor(clients) as pool:
+            results += list(pool.map(lambda i: _client(server, i, clients), order))
+        rounds += 1
+        assert requests.get(server + "/health", timeout=10).status_code == 200
     failed = [r for r in results if r[2] not in ("done", "cancelled")]
     done = [r for r in results if r[2] == "done"]
     cancelled = sum(r[2] == "cancelled" for r in results)
-    mismatched = [(p, m, text, reference[(p, m)]) for p, m, _, text in done
+    greedy = [r for r in done if r[1] != "seeded"]
+    mismatched = [(p, m, text, reference[(p, m)]) for p, m, _, text in greedy
                   if text != reference[(p, m)]]
-    print(f"server load: {clients} requests, {cancelled} cancelled mid-stream, "
-          f"{len(done)} finished, {len(failed)} failed, {len(mismatched)} differ from plain")
+    seeded: dict[int, set] = {}
+    for p, m, _, text in done:
+        if m == "seeded":
+            seeded.setdefault(p, set()).add(text)
+    seeded_requests = sum(r[1] == "seeded" for r in done)
+    print(f"server load: {len(results)} requests in {rounds} round(s) of {clients} concurrent "
+          f"clients over {time.monotonic() - start:.0f} s, {cancelled} cancelled mid-stream, "
+          f"{len(done)} finished, {len(failed)} failed, {len(mismatched)} greedy differ from "
+          f"plain, {seeded_requests} seeded answers with "
+          f"{sum(len(t) for t in seeded.values())} distinct texts for {len(seeded)} prompts")
     assert not failed, failed[:3]
-    assert cancelled >= clients // 5 - 1 and len(done) == clients - cancelled
+    assert cancelled >= rounds * (clients // 5 - 1) and len(done) == len(results) - cancelled
     assert not mismatched, mismatched[:2]
-    assert requests.get(server + "/health", timeout=10).status_code == 200
+    assert seeded and seeded_requests > len(seeded), "no seeded request repeated"
+    assert all(len(texts) == 1 for texts in seeded.values()), seeded
 
 
 def test_stop_string_inside_an_accepted_draft(server, reference):
