@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from benchmarks.e2e.profile_summary import _union, self_time_breakdown, summarise
+from benchmarks.e2e.profile_summary import _union, by_step_shape, self_time_breakdown, summarise
 from benchmarks.e2e.pyspy_summary import load, summarise as spy_summarise
 
 pytestmark = [pytest.mark.cpu]
@@ -56,3 +56,37 @@ def test_pyspy_focus_share(tmp_path):
     assert s["samples"] == 8
     assert s["propose"]["share"] == pytest.approx(0.75)
     assert s["propose"]["callees"] == [("first_pass (c.py)", 1.0)]
+
+
+def test_kernels_belong_to_the_step_and_phase_that_launched_them():
+    """A kernel that runs after its step's host range ended (async) still counts for the
+    step (and the phase) whose launch call carries its correlation id."""
+    def launch(ts, corr):
+        return {**_ev("cuda_runtime", "cudaGraphLaunch", ts, 1), "args": {"correlation": corr}}
+
+    def kernel(name, ts, dur, corr):
+        return {**_ev("kernel", name, ts, dur, tid=7), "args": {"correlation": corr}}
+
+    events = [
+        _ev("user_annotation", "execute_context_0(0)_generation_2(8)", 0, 50),
+        _ev("user_annotation", "gpu_model_runner: forward", 0, 40),
+        launch(10, 1),
+        _ev("user_annotation", "gpu_model_runner: draft", 60, 20),
+        launch(65, 2),
+        _ev("user_annotation", "execute_context_0(0)_generation_2(8)", 100, 50),
+        launch(110, 3),
+        _ev("user_annotation", "execute_context_0(0)_generation_2(2)", 200, 50),
+        kernel("flash_fwd", 120, 30, 1),       # step 1's forward, run during step 2
+        kernel("nvjet_gemm", 150, 10, 2),      # step 1's draft
+        kernel("nvjet_gemm", 160, 40, 3),      # step 2 (no phase range: other)
+    ]
+    shapes = by_step_shape(events)
+    assert list(shapes) == ["2x8"]  # the last step has no period: left out
+    g = shapes["2x8"]
+    assert g["steps"] == 2 and g["period_ms"] == pytest.approx(0.1)
+    # medians over the two steps: step 1 has 40 us (30 forward + 10 draft), step 2 40 us
+    assert g["gpu_ms"]["total"] == pytest.approx(0.04)
+    # upper median of (30, 0) us forward, (10, 0) draft
+    assert g["gpu_ms"]["phase forward"] == pytest.approx(0.03)
+    assert g["gpu_ms"]["phase draft"] == pytest.approx(0.01)
+    assert g["gpu_ms"]["attention"] == pytest.approx(0.03)

@@ -32,6 +32,9 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
     "VLLM_BASS_UNSPECIALIZE_DRAFT_KERNELS": (
         "1", "0: keep Triton's integer/alignment specialisation of vLLM's drafter kernels "
              "(JIT stalls of 100-250 ms as draft lengths vary)"),
+    "VLLM_BASS_EAGER_COUNT_CORRECTION": (
+        "1", "0: keep vLLM's torch.compile'd async draft-count correction in BASS engines "
+             "(recompiles of 0.4-1 s inside serving steps as batch sizes change)"),
     "VLLM_BASS_INJECT_DRAFT_FAULT": (
         "", "SPEC (tests, drills): the draft pass raises on chosen passes of each worker, "
             "counted from 1: every:N (N, 2N, ...), steps:A,B,... (those), from:N (every "

@@ -6,7 +6,11 @@ Per trace (one system x setting x batch): steps and generated tokens (vLLM's per
 idle time split by the innermost host annotation running when each gap began (vLLM's and
 our `record_function` ranges; gaps < 20 us are launch spacing and are counted apart),
 kernel time by name, and the CUDA runtime calls that block (syncs). Per generated token,
-so systems with different tokens per step compare directly.
+so systems with different tokens per step compare directly. `by_step_shape`: steps grouped by
+their generation tokens (one token plus the drafts verified, per request), each step's GPU
+kernel time (kernels attributed to the step whose host code launched them, through the
+profiler's correlation ids; graph replays included) split by runner phase and kernel
+family, medians: two systems' steps of one shape compare there, whatever their mix.
 
     python benchmarks/e2e/profile_summary.py DIR [--out FILE.json]
 """
@@ -103,6 +107,73 @@ def self_time_breakdown(events: list[dict], roots=BREAKDOWN, top: int = 15) -> d
             for r, d in out.items() if d}
 
 
+PHASES = ("gpu_model_runner: preprocess", "gpu_model_runner: forward",
+          "gpu_model_runner: postprocess", "gpu_model_runner: sample",
+          "gpu_model_runner: draft", "gpu_model_runner: bookkeep")
+
+
+def _median(xs: list[float]) -> float | None:
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if xs else None
+
+
+def by_step_shape(events: list[dict]) -> dict:
+    """Per generation-token count: steps, median host period (one step's start to the
+    next's), median GPU kernel ms per step by runner phase and by kernel family. A kernel
+    belongs to the step (and the innermost phase) whose host code launched it."""
+    launches, kernels, steps, phases = {}, [], [], []
+    for ev in events:
+        if ev.get("ph") != "X" or "dur" not in ev:
+            continue
+        cat, name = ev.get("cat", ""), ev.get("name", "")
+        corr = (ev.get("args") or {}).get("correlation")
+        if cat in ("cuda_runtime", "cuda_driver") and corr is not None:
+            launches[corr] = float(ev["ts"])
+        elif cat == "kernel" and corr is not None:
+            kernels.append((corr, float(ev["dur"]), _kernel_family(name)))
+        elif cat == "user_annotation":
+            m = STEP.match(name)
+            if m:
+                steps.append((float(ev["ts"]), int(m.group(3)), int(m.group(4))))
+            elif name in PHASES:
+                phases.append((float(ev["ts"]), float(ev["ts"]) + float(ev["dur"]), name))
+    if not steps:
+        return {}
+    steps.sort()
+    phases.sort()
+    starts = [s[0] for s in steps]
+    phase_starts = [p[0] for p in phases]
+    per_step = [collections.defaultdict(float) for _ in steps]
+    for corr, dur, family in kernels:
+        ts = launches.get(corr)
+        if ts is None:
+            continue
+        i = bisect.bisect_right(starts, ts) - 1
+        if i < 0:
+            continue
+        j = bisect.bisect_right(phase_starts, ts)
+        phase = "other"
+        for s0, s1, pname in reversed(phases[max(0, j - 8):j]):
+            if s0 <= ts < s1:
+                phase = pname.split(": ", 1)[-1]
+                break
+        per_step[i]["total"] += dur
+        per_step[i]["phase " + phase] += dur
+        per_step[i][family] += dur
+    groups = collections.defaultdict(list)
+    for i, (ts, reqs, tokens) in enumerate(steps[:-1]):  # the last step has no period
+        groups[(reqs, tokens)].append((steps[i + 1][0] - ts, per_step[i]))
+    out = {}
+    for (reqs, tokens), rows in sorted(groups.items()):
+        keys = sorted({k for _, d in rows for k in d})
+        out[f"{reqs}x{tokens}"] = {
+            "steps": len(rows),
+            "period_ms": round(_median([r[0] for r in rows]) / 1e3, 3),
+            "gpu_ms": {k: round(_median([d.get(k, 0.0) for _, d in rows]) / 1e3, 3)
+                       for k in keys}}
+    return out
+
+
 def summarise(trace_path: Path) -> dict:
     with gzip.open(trace_path, "rt") if trace_path.suffix == ".gz" else open(trace_path) as fh:
         events = json.load(fh)["traceEvents"]
@@ -157,6 +228,7 @@ def summarise(trace_path: Path) -> dict:
     return {
         "trace": trace_path.name,
         "host_self_time_ms": self_time_breakdown(events),
+        "by_step_shape": by_step_shape(events),
         "steps": len(steps),
         "step_tokens_scheduled": sum(st[4] + st[2] for st in steps),
         "step_host_ms_median": (sorted(st[1] for st in steps)[len(steps) // 2] / 1e3

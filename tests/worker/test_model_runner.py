@@ -37,7 +37,9 @@ class _Backend:
         return _Builder
 
 
-def _runner_with_dispatcher():
+def _runner_with_dispatcher(num_speculative_tokens=3, max_num_seqs=4):
+    """A runner stand-in with vLLM's real dispatcher (capture sizes 1-16) and the config
+    fields the FULL-key setup reads."""
     from types import SimpleNamespace
 
     from vllm.config import CompilationConfig, CUDAGraphMode, VllmConfig
@@ -48,14 +50,18 @@ def _runner_with_dispatcher():
     cc.cudagraph_capture_sizes, cc.max_cudagraph_capture_size = [1, 2, 4, 8, 16], 16
     dispatcher = CudagraphDispatcher(vllm_config)
     dispatcher.initialize_cudagraph_keys(CUDAGraphMode.FULL_AND_PIECEWISE, 1)
-    return SimpleNamespace(cudagraph_dispatcher=dispatcher, vllm_config=vllm_config,
+    config = SimpleNamespace(
+        speculative_config=SimpleNamespace(num_speculative_tokens=num_speculative_tokens),
+        scheduler_config=SimpleNamespace(max_num_seqs=max_num_seqs))
+    return SimpleNamespace(cudagraph_dispatcher=dispatcher, vllm_config=config,
                            compilation_config=cc, lora_config=None)
 
 
 @pytest.mark.parametrize("support", ["ALWAYS", "UNIFORM_BATCH"])
 def test_full_graphs_for_ragged_verification_only_where_attention_allows(support):
     """FULL keys for mixed batches when the attention backend supports full graphs for any
-    batch; piecewise captures still get piecewise answers; uniform decode is unchanged."""
+    batch, for batches whose requests bring at most 1 + K tokens; piecewise captures still
+    get piecewise answers; uniform decode is unchanged."""
     from types import SimpleNamespace
 
     from vllm.config import CUDAGraphMode
@@ -72,17 +78,100 @@ def test_full_graphs_for_ragged_verification_only_where_attention_allows(support
     added = add_full_graphs_for_mixed_batches(
         runner, [{_Backend}], [SimpleNamespace(kv_cache_spec=None)])
     assert added == (support == "ALWAYS")
-    mode, desc = d.dispatch(6, False)  # e.g. 2 requests verifying 2 drafts each
+    d.batch_max_query_len = 3  # e.g. 2 requests verifying 2 drafts each
+    mode, desc = d.dispatch(6, False)
     if added:
+        assert d.full_max_query_len == 4
         assert mode == CUDAGraphMode.FULL and (desc.num_tokens, desc.uniform) == (8, False)
         d.capturing = CUDAGraphMode.PIECEWISE
         assert d.dispatch(6, False)[0] == CUDAGraphMode.PIECEWISE
         d.capturing = None
+        for longest in (5, None):  # a prefill chunk past 1 + K, or a batch not described
+            d.batch_max_query_len = longest
+            assert d.dispatch(6, False)[0] == CUDAGraphMode.PIECEWISE
     else:
         assert mode == CUDAGraphMode.PIECEWISE
     mode, desc = d.dispatch(4, True)  # one-token decode of 4 requests
     assert mode == CUDAGraphMode.FULL and desc.uniform and desc.num_reqs == 4
     assert d.dispatch(40, False)[0] == CUDAGraphMode.NONE  # above the largest capture size
+
+
+def test_no_full_key_a_verification_cannot_fill():
+    """At most max_num_seqs requests of 1 + K tokens: larger capture sizes keep vLLM's
+    piecewise graph (its dummy run could not shape such a verification batch either)."""
+    from types import SimpleNamespace
+
+    from vllm.config import CUDAGraphMode
+    from vllm.v1.attention.backend import AttentionCGSupport
+
+    from vllm_bass.worker.cuda_graphs import add_full_graphs_for_mixed_batches
+
+    _Builder.support = AttentionCGSupport.ALWAYS
+    runner = _runner_with_dispatcher(num_speculative_tokens=3, max_num_seqs=2)  # <= 8
+    assert add_full_graphs_for_mixed_batches(
+        runner, [{_Backend}], [SimpleNamespace(kv_cache_spec=None)])
+    d = runner.cudagraph_dispatcher
+    d.batch_max_query_len = 4
+    assert d.dispatch(8, False)[0] == CUDAGraphMode.FULL
+    assert d.dispatch(12, False)[0] == CUDAGraphMode.PIECEWISE
+
+
+def test_verification_graphs_are_captured_from_verification_shaped_batches():
+    """A FULL mixed-batch capture runs vLLM's dummy batch as uniform requests of 1 + K
+    tokens (max_query_len 1 + K, what FA3 picks its kernel from) under the mixed key;
+    the warm-up runs stay eager; everything is restored afterwards."""
+    from types import SimpleNamespace
+
+    from vllm.config import CUDAGraphMode
+    from vllm.v1.attention.backend import AttentionCGSupport
+
+    from vllm_bass.attention import capturing_uniform_batch
+    from vllm_bass.worker.cuda_graphs import add_full_graphs_for_mixed_batches
+    from vllm_bass.worker.model_runner import bass_runner_class
+
+    _Builder.support = AttentionCGSupport.ALWAYS
+    stand_in = _runner_with_dispatcher()
+    assert add_full_graphs_for_mixed_batches(
+        stand_in, [{_Backend}], [SimpleNamespace(kv_cache_spec=None)])
+    seen = []
+
+    class _Runner:
+        uniform_decode_query_len = 1
+
+        def _determine_batch_execution_and_padding(self, num_tokens, num_reqs, sched,
+                                                   max_num_scheduled_tokens, *args,
+                                                   force_eager=False,
+                                                   force_uniform_decode=None, **kwargs):
+            mode, desc = self.cudagraph_dispatcher.dispatch(
+                num_tokens, bool(force_uniform_decode),
+                valid_modes={CUDAGraphMode.NONE} if force_eager else None)
+            return mode, desc
+
+        def _warmup_and_capture(self, desc, cudagraph_runtime_mode, *args, **kwargs):
+            # vLLM's dummy run: a uniform batch of uniform_decode_query_len-token requests
+            q = self.uniform_decode_query_len if desc.uniform else desc.num_tokens
+            warm = self._determine_batch_execution_and_padding(
+                desc.num_tokens, -(-desc.num_tokens // q), None, q, False, force_eager=True,
+                force_uniform_decode=desc.uniform)
+            cap = self._determine_batch_execution_and_padding(
+                desc.num_tokens, -(-desc.num_tokens // q), None, q, False,
+                force_uniform_decode=desc.uniform)
+            seen.append((q, warm[0], cap, capturing_uniform_batch.get()))
+
+    runner = bass_runner_class(_Runner)()
+    runner.cudagraph_dispatcher = stand_in.cudagraph_dispatcher
+    d = runner.cudagraph_dispatcher
+    mixed = d._create_padded_batch_descriptor(8, False, False, 0)
+    runner._warmup_and_capture(mixed, CUDAGraphMode.FULL)
+    q, warm_mode, (mode, desc), uniform_seen = seen[-1]
+    assert q == 4 and warm_mode == CUDAGraphMode.NONE
+    assert mode == CUDAGraphMode.FULL and desc == mixed and uniform_seen is False
+    assert runner.uniform_decode_query_len == 1 and not d.capturing_verification
+    assert d.capturing is None and d.batch_max_query_len is None
+    # a PIECEWISE capture of the same size is vLLM's, untouched
+    runner._warmup_and_capture(mixed, CUDAGraphMode.PIECEWISE)
+    q, _, (mode, _), _ = seen[-1]
+    assert q == 8 and mode == CUDAGraphMode.PIECEWISE
 
 
 @pytest.mark.parametrize("uniform", [True, False])

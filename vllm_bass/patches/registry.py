@@ -159,6 +159,7 @@ def surfaces() -> tuple[Surface, ...]:
     (signatures of overridden runner/drafter methods, the wrapped functions, the kernels)."""
     from vllm_bass.patches import PATCH_MODULES
     from vllm_bass.patches import draft_kernel_specialization as kernels
+    from vllm_bass.patches import eager_count_correction
     from vllm_bass.worker import cuda_graphs
     from vllm_bass.worker.drafter import draft_model
     from vllm_bass.worker import model_runner
@@ -169,6 +170,10 @@ def surfaces() -> tuple[Surface, ...]:
         for symbol, signature in mod.PATCHED_SYMBOLS.items():
             out.append(Surface(symbol, "wrap", module, (mod.__doc__ or "").split("\n")[0],
                                UPSTREAM, signature))
+    for symbol, signature in eager_count_correction.PATCHED_SYMBOLS.items():
+        out.append(Surface(symbol, "wrap", eager_count_correction.__name__,
+                           "eager in BASS workers: no dynamo recompiles inside steps",
+                           "vLLM stops recompiling it at run time", signature))
     for symbol in kernels.KERNELS:
         out.append(Surface(symbol, "kernel-flags", kernels.__name__,
                            "no integer/alignment specialisation: JIT stalls as lengths vary",

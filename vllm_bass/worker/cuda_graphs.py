@@ -14,6 +14,17 @@ then ran eagerly, 6 ms each).
 The piecewise graphs stay (cascade attention excludes FULL and still needs them), so while
 vLLM captures a PIECEWISE graph the dispatcher must not answer FULL for the same size:
 `BassCudagraphDispatcher.capturing` says which mode is being captured.
+
+Verification-shaped graphs: vLLM captures a mixed-batch graph with one query as long as the
+whole batch (its dummy run's max_query_len is the token count), and FA3 picks its kernel
+from that bound at capture: at 65+ tokens the two-warpgroup 128-row tile, which then ran
+every replayed verification (queries of 1 + drafts tokens) 23-26% slower than the 64-row
+one-warpgroup kernel vLLM's uniform spec-decode graphs get (H100, session 13: 117 vs 95 us
+a layer at batch 64, 222 vs 176 at 128; ~0.7 / 1.4 ms a step). So these graphs are captured
+with requests of at most 1 + K tokens (`full_max_query_len`; K = the most drafts a request
+may carry) and replay only batches whose longest request fits that bound
+(`batch_max_query_len`, set by the runner per batch); a batch with a longer query (a prefill
+chunk) runs piecewise, as in vLLM.
 """
 
 from __future__ import annotations
@@ -34,13 +45,32 @@ class BassCudagraphDispatcher:
 
     capturing: Any = None  # the CUDAGraphMode vLLM is capturing now, else None
     last_mode: Any = None  # the mode of the last dispatch (the runner's phase trace reads it)
+    # FULL mixed-batch graphs hold requests of at most this many tokens (None: any)
+    full_max_query_len: int | None = None
+    # the longest request of the batch being dispatched (the runner sets it; None: unknown)
+    batch_max_query_len: int | None = None
+    # capturing a FULL mixed-batch graph from a verification-shaped dummy batch, which
+    # vLLM's dummy run builds as a uniform one (model_runner._warmup_and_capture)
+    capturing_verification: bool = False
 
     def dispatch(self, num_tokens, uniform_decode=False, has_lora=False, num_active_loras=0,
                  valid_modes=None, invalid_modes=None):
         from vllm.config import CUDAGraphMode
 
+        full = CUDAGraphMode.FULL
         if self.capturing == CUDAGraphMode.PIECEWISE:
-            invalid_modes = set(invalid_modes or ()) | {CUDAGraphMode.FULL}
+            invalid_modes = set(invalid_modes or ()) | {full}
+        elif (self.capturing_verification and (valid_modes is None or full in valid_modes)
+              and not (invalid_modes and full in invalid_modes)):
+            descriptor = self._create_padded_batch_descriptor(num_tokens, False, has_lora,
+                                                              num_active_loras)
+            if descriptor in self.cudagraph_keys[full]:
+                self.last_mode = full
+                return full, descriptor
+        if (not uniform_decode and self.full_max_query_len is not None
+                and (self.batch_max_query_len is None
+                     or self.batch_max_query_len > self.full_max_query_len)):
+            invalid_modes = set(invalid_modes or ()) | {full}
         mode, descriptor = super().dispatch(num_tokens, uniform_decode, has_lora,
                                             num_active_loras, valid_modes, invalid_modes)
         self.last_mode = mode
@@ -72,10 +102,17 @@ def full_graphs_supported(vllm_config, attention_backends, kv_cache_groups) -> b
     return True
 
 
+def verification_query_len(vllm_config) -> int:
+    """The most tokens a request brings to a verification: itself plus its drafts."""
+    spec = getattr(vllm_config, "speculative_config", None)
+    return 1 + int(getattr(spec, "num_speculative_tokens", None) or 0)
+
+
 def add_full_graphs_for_mixed_batches(runner, attention_backends, kv_cache_groups) -> bool:
     """After vLLM initialised the target's dispatcher keys: FULL keys for the mixed batch
-    sizes too (FULL_AND_PIECEWISE mode, no LoRA, full-graph-capable attention). Returns
-    whether keys were added."""
+    sizes a verification can fill (at most max_num_seqs requests of 1 + K tokens), for
+    batches of requests of at most 1 + K tokens (FULL_AND_PIECEWISE mode, no LoRA,
+    full-graph-capable attention). Returns whether keys were added."""
     from vllm.config import CUDAGraphMode
 
     dispatcher = getattr(runner, "cudagraph_dispatcher", None)
@@ -86,7 +123,12 @@ def add_full_graphs_for_mixed_batches(runner, attention_backends, kv_cache_group
                                          kv_cache_groups)):
         return False
     dispatcher.__class__ = _bass_dispatcher_class(type(dispatcher))
+    query_len = verification_query_len(runner.vllm_config)
+    dispatcher.full_max_query_len = query_len
+    most_tokens = runner.vllm_config.scheduler_config.max_num_seqs * query_len
     for size in runner.compilation_config.cudagraph_capture_sizes or ():
+        if size > most_tokens:
+            continue  # no verification fills it; vLLM's dummy batch could not shape it
         dispatcher.add_cudagraph_key(
             CUDAGraphMode.FULL,
             dispatcher._create_padded_batch_descriptor(size, False, False, 0))

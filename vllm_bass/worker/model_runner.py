@@ -51,6 +51,8 @@ OVERRIDDEN_RUNNER_METHODS = {
     "_sample":
         "(self, logits: torch.Tensor | None, spec_decode_metadata: vllm.v1.spec_decode.metadata.SpecDecodeMetadata | None) -> vllm.v1.outputs.SamplerOutput",
     "capture_model": "(self) -> int",
+    "_determine_batch_execution_and_padding":
+        "(self, num_tokens: int, num_reqs: int, num_scheduled_tokens_np: numpy.ndarray, max_num_scheduled_tokens: int, use_cascade_attn: bool, allow_microbatching: bool = True, force_eager: bool = False, force_uniform_decode: bool | None = None, force_has_lora: bool | None = None, force_num_active_loras: int | None = None, num_encoder_reqs: int = 0) -> tuple[vllm.config.compilation.CUDAGraphMode, vllm.forward_context.BatchDescriptor, bool, torch.Tensor | None, vllm.compilation.cuda_graph.CUDAGraphStat | None]",
 }
 
 # Most positions one request may owe the draft before the runner stops skipping its pass
@@ -79,6 +81,10 @@ class BassModelRunnerMixin:
             self.rejection_sampler.keyed = self._bass_keyed
         self._bass_known_reqs: set[str] = set()
         self.bass_async = bool(getattr(self, "use_async_scheduling", False))
+        if str(getattr(self, "device", "")).startswith("cuda"):
+            from vllm_bass.patches.eager_count_correction import apply_in_worker
+
+            apply_in_worker()  # no dynamo recompiles inside steps (async spec decode)
         self._bass_skipped = None  # draft_sync.SkippedTokens, under async scheduling
         from vllm_bass.diagnostics.phase_trace import PhaseTrace
         from vllm_bass.diagnostics.sync_debug import SyncDebug
@@ -118,16 +124,53 @@ class BassModelRunnerMixin:
             add_full_graphs_for_mixed_batches(self, attention_backends, kv_cache_groups)
 
     def _warmup_and_capture(self, desc, cudagraph_runtime_mode, *args, **kwargs):
+        """vLLM's capture, with two BASS twists (`cuda_graphs`): the dispatcher knows which
+        mode is being captured, and a FULL mixed-batch graph is captured from a
+        verification-shaped dummy batch (requests of 1 + K tokens: vLLM's uniform dummy
+        batch with that query length) instead of one query as long as the batch."""
         from vllm_bass.attention import capturing_uniform_batch
 
         dispatcher = self.cudagraph_dispatcher
         dispatcher.capturing = cudagraph_runtime_mode  # see cuda_graphs.BassCudagraphDispatcher
         uniform = capturing_uniform_batch.set(bool(getattr(desc, "uniform", False)))
+        query_len = getattr(dispatcher, "full_max_query_len", None)
+        verification = bool(query_len and not getattr(desc, "uniform", False)
+                            and getattr(cudagraph_runtime_mode, "name", None) == "FULL")
+        saved_query_len = getattr(self, "uniform_decode_query_len", None)
+        if verification:
+            import dataclasses
+
+            dispatcher.capturing_verification = True
+            self.uniform_decode_query_len = query_len  # read by the dummy run only
+            desc = dataclasses.replace(desc, uniform=True)
         try:
             return super()._warmup_and_capture(desc, cudagraph_runtime_mode, *args, **kwargs)
         finally:
             dispatcher.capturing = None
             capturing_uniform_batch.reset(uniform)
+            if verification:
+                dispatcher.capturing_verification = False
+                self.uniform_decode_query_len = saved_query_len
+
+    def _determine_batch_execution_and_padding(self, num_tokens, num_reqs,
+                                               num_scheduled_tokens_np,
+                                               max_num_scheduled_tokens, *args, **kwargs):
+        """vLLM's choice of graph, told the batch's longest request: BASS's FULL mixed-batch
+        graphs serve only requests of at most 1 + K tokens (`cuda_graphs`)."""
+        from vllm_bass.worker.cuda_graphs import BassCudagraphDispatcher
+
+        dispatcher = getattr(self, "cudagraph_dispatcher", None)
+        if not isinstance(dispatcher, BassCudagraphDispatcher):
+            return super()._determine_batch_execution_and_padding(
+                num_tokens, num_reqs, num_scheduled_tokens_np, max_num_scheduled_tokens,
+                *args, **kwargs)
+        dispatcher.batch_max_query_len = int(max_num_scheduled_tokens)
+        try:
+            return super()._determine_batch_execution_and_padding(
+                num_tokens, num_reqs, num_scheduled_tokens_np, max_num_scheduled_tokens,
+                *args, **kwargs)
+        finally:
+            dispatcher.batch_max_query_len = None
 
     def capture_model(self) -> int:
         """vLLM's graphs, then the drafter's one-token steps (`draft_graphs`) for every
