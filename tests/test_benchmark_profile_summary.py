@@ -17,6 +17,14 @@ def _ev(cat, name, ts, dur, tid=1):
     return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid}
 
 
+def test_fa3_kernels_count_as_attention():
+    from benchmarks.e2e.profile_summary import _kernel_family
+
+    assert _kernel_family("void cutlass::device_kernel<flash::enable_sm90_or_later<"
+                          "flash::FlashAttnFwdSm90<...>") == "attention"
+    assert _kernel_family("void cutlass::device_kernel<cutlass::gemm::Sm90>") == "gemm"
+
+
 def test_union_merges_overlaps_and_reports_gaps():
     busy, gaps = _union([(0, 10), (5, 20), (30, 40), (40, 41)])
     assert busy == 31 and gaps == [(20, 30)]

@@ -51,9 +51,10 @@ def _union(intervals: list[tuple[float, float]]) -> tuple[float, list[tuple[floa
 
 def _kernel_family(name: str) -> str:
     n = name.lower()
-    for key, fam in (("nvjet", "gemm"), ("gemm", "gemm"), ("cutlass", "gemm"),
-                     ("flash", "attention"), ("fmha", "attention"), ("attn", "attention"),
-                     ("attention", "attention"), ("reshape_and_cache", "kv write"),
+    # attention first: FA3's kernels are `cutlass::device_kernel<flash::...>`
+    for key, fam in (("flash", "attention"), ("fmha", "attention"), ("attn", "attention"),
+                     ("attention", "attention"), ("nvjet", "gemm"), ("gemm", "gemm"),
+                     ("cutlass", "gemm"), ("reshape_and_cache", "kv write"),
                      ("rms", "norm"), ("norm", "norm"), ("act_and_mul", "activation"),
                      ("silu", "activation"), ("rotary", "rotary"), ("softmax", "softmax"),
                      ("argmax", "argmax/reduce"), ("reduce", "argmax/reduce"),
