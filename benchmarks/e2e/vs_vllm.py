@@ -306,6 +306,72 @@ def plain_row(rows, batch):
     return min(cands, key=lambda r: r["ms_per_token"]) if cands else None
 
 
+# The H100's measured device-to-device copy bandwidth (session 7's kernel benchmark,
+# `benchmarks/results/paged_attention_bench_h100_s7.json`, copy_bandwidth_gbps): MBU is over
+# what the memory system delivered, not the datasheet's 3.35 TB/s.
+MEASURED_COPY_BYTES_PER_S = 3019.86e9
+UTILISATION_BATCHES = (1, 8, 32, 64)
+
+
+def row_utilisation(row: dict, prompt_len: int, max_tokens: int,
+                    bandwidth: float = MEASURED_COPY_BYTES_PER_S) -> dict:
+    """Model FLOP/s over the nominal bf16 peak (MFU) and bytes/s over the measured copy
+    bandwidth (MBU) of the 7B-shape target for one measured row, by `bench.utilisation`'s
+    counting (useful work only: emitted tokens, the weights once per step, each sequence's
+    KV once per step), at the mean context of the run (prompt + half the new tokens).
+    Steps: emitted tokens over (batch x tokens a sequence gains per step); a BASS row's
+    off-steps count as its own steps of one token."""
+    from benchmarks.e2e.dummy_models import TOKENIZER_FROM
+    from vllm_bass.bench.utilisation import ModelShape, StepTotals, utilisation
+
+    vocab = json.loads((TOKENIZER_FROM / "config.json").read_text())["vocab_size"]
+    shape = ModelShape(layers=TARGET_SHAPE["num_hidden_layers"],
+                       hidden=TARGET_SHAPE["hidden_size"],
+                       intermediate=TARGET_SHAPE["intermediate_size"],
+                       heads=TARGET_SHAPE["num_attention_heads"],
+                       kv_heads=TARGET_SHAPE["num_key_value_heads"],
+                       vocab=int(TARGET_SHAPE.get("vocab_size", vocab)),
+                       head_dim=TARGET_SHAPE["head_dim"])
+    batch = int(row["batch"])
+    per_step = float(row.get("mean_acceptance_length") or 1.0)  # tokens a sequence gains
+    off = float(row.get("off_step_fraction") or 0.0)
+    per_step = off * 1.0 + (1.0 - off) * per_step
+    tokens = batch * max_tokens
+    steps = max(1, round(max_tokens / per_step))
+    context = prompt_len + max_tokens / 2
+    totals = StepTotals(steps=steps, tokens=tokens,
+                        query_context=int(tokens * context),
+                        kv_context=int(steps * batch * context))
+    seconds = row["ms_per_token"] * max_tokens / 1e3
+    u = utilisation(shape, 2, totals, seconds, bandwidth=bandwidth)
+    return {"mfu": u["mfu"], "mbu": u["mbu"], "tflop_per_s": u["flop_per_s"] / 1e12,
+            "tb_per_s": u["bytes_per_s"] / 1e12}
+
+
+def _utilisation_lines(data: dict) -> list[str]:
+    rows = data["rows"]
+    prompt_len, max_tokens = int(data.get("prompt_len") or 128), int(data.get("max_tokens") or 128)
+    picked = [r for r in rows if r["batch"] in UTILISATION_BATCHES]
+    if not picked:
+        return []
+    lines = ["", "## Utilisation of the target (the paper's \"GPU utilisation\")", "",
+             "Useful work of the measured rows (`row_utilisation`): MFU = model FLOP/s over "
+             "the nominal bf16 peak (989 TFLOP/s), MBU = bytes/s (weights once per step, "
+             "each sequence's KV once per step) over the measured copy bandwidth "
+             f"({MEASURED_COPY_BYTES_PER_S / 1e12:.2f} TB/s, session 7).", "",
+             "| draft | acceptance | batch | system | ms/token | tokens/step/seq | MFU | MBU |",
+             "|---|---|---|---|---|---|---|---|"]
+    order = {"plain": 0, "bass_default": 2}
+    for r in sorted(picked, key=lambda r: (r["draft"], r["acceptance"], r["batch"],
+                                           order.get(r["system"], 1), r["system"])):
+        u = row_utilisation(r, prompt_len, max_tokens)
+        acc = r.get("mean_acceptance_length")
+        lines.append(f"| {r['draft']} | {r['acceptance']} | {r['batch']} | {r['system']} | "
+                     f"{r['ms_per_token']:.2f} | {1 if acc is None else round(acc, 2)} | "
+                     f"{u['mfu'] * 100:.1f}% | {u['mbu'] * 100:.1f}% |")
+    return lines
+
+
 def report(data: dict, out: Path) -> None:
     rows = data["rows"]
     lines = ["# BASS default vs vLLM draft_model (best fixed K) vs plain decoding",
@@ -340,6 +406,7 @@ def report(data: dict, out: Path) -> None:
                 f"{f(b and plain and plain['ms_per_token'] / b['ms_per_token'], '{:.2f}x')} | "
                 f"{f(b and b['mean_acceptance_length'])} | {f(b and b['mean_draft_length'])} | "
                 f"{f(b and b['off_step_fraction'])} |")
+    lines += _utilisation_lines(data)
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     try:
         _plot(rows, keys, out.with_suffix(".png"))
