@@ -108,7 +108,8 @@ def test_num_speculative_tokens_out_of_range_config(k):
         args.create_engine_config()
 
 
-@pytest.mark.parametrize("name", ["auto_off", "full_graph_verification", "check_tokenizer"])
+@pytest.mark.parametrize("name", ["auto_off", "full_graph_verification", "check_tokenizer",
+                                  "explore_draft_lengths"])
 def test_boolean_option_rejects_a_string(name):
     from vllm.engine.arg_utils import EngineArgs
 

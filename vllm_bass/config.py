@@ -120,6 +120,13 @@ class BassConfig:
     # (the remaining-token weights of ragged plans help the stragglers), and a mix run with
     # 0.1 took 21-54% off-steps; not the default until an A/B on one machine says so.
     uniform_plan_margin: float = 0.0
+    # per_request: while the step-cost fit has seen one draft length only for a batch size,
+    # every 8th drafting step drafts longer, so the costs of the draft's first pass, a
+    # further draft step and a verified token separate (policy/per_request.py,
+    # EXPLORE_INTERVAL). Closed-batch simulation of the H100 step law: alpha 0.6, batch 32
+    # 1.11 -> 1.27x plain (the plan had settled on one token), batch 256 1.01 -> 1.06x;
+    # elsewhere within +-2%. Not yet measured on the GPU host (session 13).
+    explore_draft_lengths: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -167,7 +174,7 @@ class BassConfig:
         if self.attention not in ATTENTION_CHOICES:
             raise bad("attention", f"one of {ATTENTION_CHOICES}", self.attention)
         for name in ("auto_off", "check_tokenizer", "full_graph_verification",
-                     "full_graph_drafting"):
+                     "full_graph_drafting", "explore_draft_lengths"):
             if not isinstance(getattr(self, name), bool):
                 raise bad(name, "true or false", getattr(self, name))
         if not 0.0 < float(self.acceptance_ema) <= 1.0:

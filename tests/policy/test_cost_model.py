@@ -173,3 +173,41 @@ def test_h100_trace_batch_one_keeps_drafting_cheap():
                 worst = max(worst, est.model_for(1).per_draft_step)
     assert seen_b1 > 150
     assert 0.05 < worst < 0.5
+
+
+def test_lengths_unvaried_says_when_the_fit_saw_one_draft_length():
+    """One draft length in a bucket's drafting steps (off-steps aside) leaves the first
+    pass / draft step / verified token split to the prior; a second length ends that."""
+    est = StepCostEstimator()
+    assert not est.lengths_unvaried(32)  # nothing seen
+    for i in range(7):
+        est.observe(32, 1, 32, 0.010)
+    assert not est.lengths_unvaried(32)  # too few drafting steps to judge
+    est.observe(32, 0, 0, 0.008)  # an off-step changes nothing
+    est.observe(32, 1, 32, 0.010)
+    assert est.lengths_unvaried(32) and not est.lengths_unvaried(128)
+    for i in range(4):
+        est.observe(32, 3, 64, 0.011)
+    assert not est.lengths_unvaried(32)
+
+
+def test_exploration_prices_longer_drafts_the_prior_would_misprice():
+    """Steps of length 1 only: the fit keeps the prior's split (a draft step 0.12 of a plain
+    step); with a few explored lengths it finds the true ~0.02."""
+    def step_seconds(draft_steps, verify):  # the H100 law at batch 32, in seconds
+        ms = 6.3 + 0.053 * 32 + 0.015 * verify
+        if draft_steps:
+            ms += 1.6 + 0.015 * 32 + draft_steps * (0.11 + 0.001 * 32)
+        return ms / 1e3
+
+    one, explored = StepCostEstimator(), StepCostEstimator()
+    for i in range(64):
+        for est in (one, explored):
+            est.observe(32, 1, 32, step_seconds(1, 32))
+        if i % 8 == 7:
+            length, verify = (3, 64) if i % 16 == 7 else (2, 64)
+            explored.observe(32, length, verify, step_seconds(length, verify))
+    true_step = (0.11 + 0.032) / (6.3 + 0.053 * 32)
+    assert one.model_for(32).per_draft_step > 4 * true_step
+    # (the ridge toward the prior keeps a little of its shape)
+    assert true_step / 2 < explored.model_for(32).per_draft_step < 2 * true_step

@@ -269,3 +269,40 @@ def test_plan_rate_matches_the_expected_tokens_per_step_time():
     alphas, lengths = [0.9, 0.5, 1.0], [4, 0, 3]
     tokens = sum(1 + sum(a ** j for j in range(1, n + 1)) for a, n in zip(alphas, lengths))
     assert p.plan_rate(alphas, lengths) == pytest.approx(tokens / cost.step_time(lengths))
+
+
+def test_per_request_explores_longer_drafts_while_the_fit_saw_one_length():
+    """With `explore_lengths` set (the scheduler's cost fit saw one length only), every
+    EXPLORE_INTERVAL-th drafting step drafts longer: every other request +2, then every
+    request +1, within k_max and the token budget; never on off-steps; never when off."""
+    from vllm_bass.policy.per_request import EXPLORE_INTERVAL
+
+    def policy(**kw):
+        p = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=4, **kw),
+                                  StepCostModel(base=1.0, per_draft_step=0.12,
+                                                per_verify_token=0.01, draft_pass=0.05))
+        p.probes.need_off_sample = False
+        p._last_key = None
+        return p
+
+    ids = ["a", "b", "c"]
+    p = policy()
+    p.choose_lengths = lambda alphas, weights=None: [1, 1, 4]
+    p.explore_lengths = True
+    seen = [p.plan(ids).per_request for _ in range(2 * EXPLORE_INTERVAL)]
+    explored = [i for i, plan in enumerate(seen) if plan != dict(zip(ids, [1, 1, 4]))]
+    assert explored == [EXPLORE_INTERVAL - 1, 2 * EXPLORE_INTERVAL - 1]
+    assert seen[explored[0]] == {"a": 3, "b": 1, "c": 4}  # every other +2, capped at k_max
+    assert seen[explored[1]] == {"a": 2, "b": 2, "c": 4}  # every request +1
+    p.token_budget = 3 + 6  # room for 6 drafts: the +2 exploration (8) does not fit
+    assert all(p.plan(ids).per_request == dict(zip(ids, [1, 1, 4]))
+               for _ in range(2 * EXPLORE_INTERVAL - 1))
+    p.explore_lengths = False
+    p.token_budget = None
+    assert all(p.plan(ids).per_request == dict(zip(ids, [1, 1, 4]))
+               for _ in range(3 * EXPLORE_INTERVAL))
+    off = policy(explore_draft_lengths=False)
+    off.choose_lengths = lambda alphas, weights=None: [1, 1, 4]
+    off.explore_lengths = True
+    assert all(off.plan(ids).per_request == dict(zip(ids, [1, 1, 4]))
+               for _ in range(3 * EXPLORE_INTERVAL))

@@ -57,6 +57,8 @@ class StepCostModel:
 
 RESOLVE_EVERY = 8  # observations between two solves of a bucket's costs
 WINDOW = 192  # raw steps kept per bucket (forgetting 0.98: the oldest weigh 0.02)
+MIN_DRAFTING_STEPS = 8  # drafting steps in a bucket's window before lengths_unvaried says
+LENGTH_SPREAD = 0.5  # draft steps' weighted standard deviation below which they are "one length"
 OUTLIER_FACTOR = 4.0  # a step this many times its shape's fastest (or the model) is a stall
 FEW_STEPS = 3  # a shape seen this often or less is judged against the other shapes' model
 RARE_FACTOR = 2.0  # ... and, once the gross stalls are out, this far above it is a stall
@@ -242,6 +244,25 @@ class StepCostEstimator:
             theta = ridge_fit(keep, np.minimum(1.0, HUBER_K * scale / np.maximum(residual,
                                                                                   1e-12)))
         return theta
+
+    def lengths_unvaried(self, batch: int) -> bool:
+        """The bucket's drafting steps (at least MIN_DRAFTING_STEPS in the window) all had
+        about the same number of draft steps (weighted standard deviation below
+        LENGTH_SPREAD): the fit cannot split a drafting step's cost between the draft's
+        first pass and its further steps (nor those from the verified tokens, which follow
+        the length), and the split comes from the prior's shape. A plan that keeps one
+        length then never learns what another would cost (per_request explores)."""
+        fit = self.fits.get(batch_bucket(batch))
+        if fit is None or not fit.steps:
+            return False
+        data = np.array(fit.steps)
+        drafting = data[:, 1] > 0
+        if int(drafting.sum()) < MIN_DRAFTING_STEPS:
+            return False
+        steps = data[drafting, 2]
+        w = self.forget ** np.arange(len(data) - 1, -1, -1, dtype=np.float64)[drafting]
+        mean = float(w @ steps / w.sum())
+        return float(np.sqrt(w @ (steps - mean) ** 2 / w.sum())) < LENGTH_SPREAD
 
     def off_weight(self, batch: int) -> float:
         """Decayed number of measured steps without drafting in this batch size's bucket."""

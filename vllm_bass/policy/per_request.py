@@ -27,6 +27,15 @@ __all__ = ["PerRequestDraftLength", "StepCostModel"]
 
 REMAINING_POWER = 1.0
 SEQUENCE_PROBE_INTERVAL = 4  # drafting steps a request sits out before a one-token draft
+# Length exploration: while the cost fit has seen only one draft length for this batch size
+# (`StepCostEstimator.lengths_unvaried`), every EXPLORE_INTERVAL-th drafting step drafts
+# longer, alternating two shapes -- every other request 2 more, every request 1 more -- so
+# the first pass, a further draft step and a verified token get separable costs. Without
+# it the split is the prior's (a draft step 0.12 of a plain step, 4-25x what the H100 fits
+# measure), and a plan that settled on one length kept it: the closed-batch simulation of
+# the H100 step law drafted 1 token at alpha 0.6, batch 32 (1.11x plain where K=3 makes
+# 1.28x).
+EXPLORE_INTERVAL = 8
 
 
 class PerRequestDraftLength(DraftLengthPolicy):
@@ -53,6 +62,11 @@ class PerRequestDraftLength(DraftLengthPolicy):
         # tokens each request may still emit (max_tokens - output; the scheduler sets it
         # every step; None: unknown, every token weighs the same)
         self.remaining: dict[str, int] | None = None
+        # the scheduler sets it every step: the cost fit has seen one draft length only
+        self.explore_lengths = False
+        self.explore_enabled = bool(bass_config.explore_draft_lengths)
+        self._drafting_since_explore = 0
+        self._explorations = 0
 
     @property
     def probe_interval(self) -> int:
@@ -82,6 +96,27 @@ class PerRequestDraftLength(DraftLengthPolicy):
             if idle >= SEQUENCE_PROBE_INTERVAL:
                 lengths[i], idle = 1, 0
             self._undrafted[rid] = idle
+
+    def _maybe_explore(self, lengths: list[int]) -> list[int]:
+        """Every EXPLORE_INTERVAL-th drafting step while the cost fit has seen one length
+        only (`explore_lengths`): a longer plan, within k_max and the token budget."""
+        if not (self.explore_enabled and self.explore_lengths):
+            self._drafting_since_explore = 0
+            return lengths
+        self._drafting_since_explore += 1
+        if self._drafting_since_explore < EXPLORE_INTERVAL:
+            return lengths
+        self._drafting_since_explore = 0
+        self._explorations += 1
+        if self._explorations % 2:
+            longer = [min(self.k_max, n + 2) if i % 2 == 0 else n
+                      for i, n in enumerate(lengths)]
+        else:
+            longer = [min(self.k_max, n + 1) for n in lengths]
+        room = None if self.token_budget is None else max(0, self.token_budget - len(lengths))
+        if room is not None and sum(longer) > room:
+            return lengths
+        return longer
 
     def remaining_weights(self, req_ids: list[str]) -> list[float] | None:
         """(remaining_i / max remaining) ** REMAINING_POWER: the batch is done when its
@@ -212,6 +247,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
         elif self.min_length == 0 and self.probes.measure_off_due(
                 off, self._last_speedup >= CONFIDENT_SPEEDUP):
             lengths = [0] * len(req_ids)  # measure what plain decoding costs
+        elif not off:
+            lengths = self._maybe_explore(lengths)
         if self.uniform_plan_margin > 0 and len(set(lengths)) <= 1:
             return DraftPlan(lengths[0] if lengths else 0, None, probe)  # fixed K's path
         return DraftPlan(max(lengths), dict(zip(req_ids, lengths)), probe)
