@@ -57,7 +57,7 @@ class StepCostModel:
 
 RESOLVE_EVERY = 8  # observations between two solves of a bucket's costs
 WINDOW = 192  # raw steps kept per bucket (forgetting 0.98: the oldest weigh 0.02)
-MIN_DRAFTING_STEPS = 8  # drafting steps in a bucket's window before lengths_unvaried says
+MIN_DRAFTING_WEIGHT = 7.0  # decayed drafting steps of a bucket before lengths_unvaried says
 LENGTH_SPREAD = 0.5  # draft steps' weighted standard deviation below which they are "one length"
 OUTLIER_FACTOR = 4.0  # a step this many times its shape's fastest (or the model) is a stall
 FEW_STEPS = 3  # a shape seen this often or less is judged against the other shapes' model
@@ -78,6 +78,10 @@ class _Fit:
     steps: collections.deque = field(default_factory=lambda: collections.deque(maxlen=WINDOW))
     weight: float = 0.0  # decayed count of steps
     off_weight: float = 0.0  # decayed count of steps that did not draft
+    # decayed count, sum and sum of squares of the draft steps of the steps that drafted
+    draft_weight: float = 0.0
+    draft_steps_sum: float = 0.0
+    draft_steps_squares: float = 0.0
     unsolved: int = 0  # steps since theta was solved
     theta: np.ndarray | None = None  # the solved costs
 
@@ -184,6 +188,10 @@ class StepCostEstimator:
         drafted = 1.0 if draft_steps > 0 else 0.0
         fit.steps.append((1.0, drafted, float(draft_steps), float(verify_tokens), seconds))
         fit.off_weight = fit.off_weight * self.forget + (1.0 - drafted)
+        fit.draft_weight = fit.draft_weight * self.forget + drafted
+        fit.draft_steps_sum = fit.draft_steps_sum * self.forget + drafted * draft_steps
+        fit.draft_steps_squares = (fit.draft_steps_squares * self.forget
+                                   + drafted * draft_steps * draft_steps)
         fit.weight = fit.weight * self.forget + 1.0
         fit.unsolved += 1
 
@@ -246,23 +254,19 @@ class StepCostEstimator:
         return theta
 
     def lengths_unvaried(self, batch: int) -> bool:
-        """The bucket's drafting steps (at least MIN_DRAFTING_STEPS in the window) all had
-        about the same number of draft steps (weighted standard deviation below
-        LENGTH_SPREAD): the fit cannot split a drafting step's cost between the draft's
-        first pass and its further steps (nor those from the verified tokens, which follow
-        the length), and the split comes from the prior's shape. A plan that keeps one
-        length then never learns what another would cost (per_request explores)."""
+        """The bucket's recent drafting steps (decayed like the fit's, at least
+        MIN_DRAFTING_WEIGHT of them) all had about the same number of draft steps (standard
+        deviation below LENGTH_SPREAD): the fit cannot split a drafting step's cost between
+        the draft's first pass and its further steps (nor those from the verified tokens,
+        which follow the length), and the split comes from the prior's shape. A plan that
+        keeps one length then never learns what another would cost (per_request explores).
+        O(1): asked every step."""
         fit = self.fits.get(batch_bucket(batch))
-        if fit is None or not fit.steps:
+        if fit is None or fit.draft_weight < MIN_DRAFTING_WEIGHT:
             return False
-        data = np.array(fit.steps)
-        drafting = data[:, 1] > 0
-        if int(drafting.sum()) < MIN_DRAFTING_STEPS:
-            return False
-        steps = data[drafting, 2]
-        w = self.forget ** np.arange(len(data) - 1, -1, -1, dtype=np.float64)[drafting]
-        mean = float(w @ steps / w.sum())
-        return float(np.sqrt(w @ (steps - mean) ** 2 / w.sum())) < LENGTH_SPREAD
+        mean = fit.draft_steps_sum / fit.draft_weight
+        variance = fit.draft_steps_squares / fit.draft_weight - mean * mean
+        return math.sqrt(max(variance, 0.0)) < LENGTH_SPREAD
 
     def off_weight(self, batch: int) -> float:
         """Decayed number of measured steps without drafting in this batch size's bucket."""

@@ -35,6 +35,7 @@ import torch
 
 from vllm_bass.config import BassConfig
 from vllm_bass.utils.steps import decode_tokens
+from vllm_bass.worker.cuda_graphs import BassCudagraphDispatcher
 
 
 # vLLM runner methods the mixin overrides, with the signatures it was written against
@@ -157,20 +158,17 @@ class BassModelRunnerMixin:
                                                max_num_scheduled_tokens, *args, **kwargs):
         """vLLM's choice of graph, told the batch's longest request: BASS's FULL mixed-batch
         graphs serve only requests of at most 1 + K tokens (`cuda_graphs`)."""
-        from vllm_bass.worker.cuda_graphs import BassCudagraphDispatcher
-
         dispatcher = getattr(self, "cudagraph_dispatcher", None)
-        if not isinstance(dispatcher, BassCudagraphDispatcher):
-            return super()._determine_batch_execution_and_padding(
-                num_tokens, num_reqs, num_scheduled_tokens_np, max_num_scheduled_tokens,
-                *args, **kwargs)
-        dispatcher.batch_max_query_len = int(max_num_scheduled_tokens)
+        ours = isinstance(dispatcher, BassCudagraphDispatcher)
+        if ours:
+            dispatcher.batch_max_query_len = int(max_num_scheduled_tokens)
         try:
             return super()._determine_batch_execution_and_padding(
                 num_tokens, num_reqs, num_scheduled_tokens_np, max_num_scheduled_tokens,
                 *args, **kwargs)
         finally:
-            dispatcher.batch_max_query_len = None
+            if ours:
+                dispatcher.batch_max_query_len = None
 
     def capture_model(self) -> int:
         """vLLM's graphs, then the drafter's one-token steps (`draft_graphs`) for every
