@@ -97,6 +97,11 @@ class PerRequestDraftLength(DraftLengthPolicy):
                 lengths[i], idle = 1, 0
             self._undrafted[rid] = idle
 
+    def _draft_room(self, n: int) -> int | None:
+        """Draft tokens a verification of n requests may hold within the token budget
+        (each request's own token comes first; None: no budget)."""
+        return None if self.token_budget is None else max(0, self.token_budget - n)
+
     def _maybe_explore(self, lengths: list[int]) -> list[int]:
         """Every EXPLORE_INTERVAL-th drafting step while the cost fit has seen one length
         only (`explore_lengths`): a longer plan, within k_max and the token budget."""
@@ -113,7 +118,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
                       for i, n in enumerate(lengths)]
         else:
             longer = [min(self.k_max, n + 1) for n in lengths]
-        room = None if self.token_budget is None else max(0, self.token_budget - len(lengths))
+        room = self._draft_room(len(lengths))
         if room is not None and sum(longer) > room:
             return lengths
         return longer
@@ -157,7 +162,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         rows = np.arange(n)
         best_lengths = np.zeros(n, dtype=np.int64)
         best_rate = worth / cost.time_for(0, 0)
-        room = None if self.token_budget is None else max(0, self.token_budget - n)
+        room = self._draft_room(n)
         for cap in range(1, self.k_max + 1):
             rate = best_rate
             for _ in range(8):
@@ -200,8 +205,9 @@ class PerRequestDraftLength(DraftLengthPolicy):
         (within the token budget), and that rate."""
         n = len(alphas)
         longest = self.k_max
-        if self.token_budget is not None and n:
-            longest = min(longest, max(0, self.token_budget - n) // n)
+        room = self._draft_room(n)
+        if room is not None and n:
+            longest = min(longest, room // n)
         low = max(self.min_length, shortest)
         best, best_rate = low, -1.0
         for k in range(low, max(longest, low) + 1):
