@@ -272,6 +272,9 @@ def install_bass_drafter(drafter, step_graphs: bool = True) -> None:
             from vllm_bass.patches.draft_kernel_specialization import apply_in_worker
 
             apply_in_worker()
+            from vllm_bass.worker.drafter.kernel_warmup import warm_up_draft_kernels
+
+            warm_up_draft_kernels(drafter)
         if step_graphs and drafter.bass_can_use_step_graphs():
             drafter.bass_step_graphs = DraftStepGraphs(drafter, use_graphs=_graphs_on(drafter))
 

@@ -1,0 +1,103 @@
+"""Compile the drafter's bookkeeping Triton kernels for every block size at start-up.
+
+vLLM's drafter launches `eagle_prepare_next_token_padded_kernel` with BLOCK_SIZE_TOKENS =
+next_pow2(1 + this step's draft length) and `copy_and_expand_eagle_inputs_kernel` with
+min(256, next_pow2(longest query + new slots)). Both are constexprs, so each new value
+compiles a new binary (~100-250 ms) inside a serving step. vLLM with one fixed K meets one
+or two values; BASS's per-step draft lengths meet every power of two up to 1 + k_max, and
+the H100 benchmarks of session 13 still counted such compiles inside timed repeats (vLLM's
+JIT monitor). Triton's `warmup` compiles without launching (dtypes stand in for tensors),
+so this costs start-up time only, and nothing when Triton's disk cache has the binaries.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+logger = logging.getLogger("vllm.bass")
+
+MAX_COPY_BLOCK = 256  # vLLM caps copy_and_expand's token block at 256
+
+
+def powers_of_two_up_to(n: int) -> list[int]:
+    """1, 2, 4, ... up to next_pow2(n) inclusive (n >= 1)."""
+    out, p = [1], 1
+    while p < n:
+        p *= 2
+        out.append(p)
+    return out
+
+
+def warmup_block_sizes(k_max: int, extra_slots: int) -> dict[str, list[int]]:
+    """The BLOCK_SIZE_TOKENS values vLLM's drafter can pass, per kernel, when drafts are
+    up to `k_max` tokens and each request gets `extra_slots` new slots in the first pass."""
+    prepare = [b for b in powers_of_two_up_to(1 + k_max) if b >= 2]
+    copy = powers_of_two_up_to(MAX_COPY_BLOCK)
+    del extra_slots  # prefill chunks reach the 256 cap whatever the slots
+    return {"eagle_prepare_next_token_padded_kernel": prepare,
+            "copy_and_expand_eagle_inputs_kernel": copy}
+
+
+def _positional(kernel, values: dict) -> list:
+    names = [p.name for p in kernel.params if not p.is_constexpr]
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise KeyError(f"{kernel.fn.__name__}: no warm-up value for {missing}")
+    return [values[n] for n in names]
+
+
+def _prepare_next_token_args(drafter) -> dict:
+    i32 = torch.int32
+    return dict(sampled_token_ids_ptr=i32,  # our rejection sampler's output
+                discard_request_mask_ptr=torch.bool, backup_next_token_ids_ptr=i32,
+                next_token_ids_ptr=i32, valid_sampled_tokens_count_ptr=i32,
+                vocab_size=1000, num_sampled_tokens_per_req=3, num_reqs=2,
+                stride_sampled_token_ids=3)
+
+
+def _copy_and_expand_args(drafter) -> dict:
+    i32 = torch.int32
+    return dict(target_token_ids_ptr=i32, target_positions_ptr=torch.int64,
+                next_token_ids_ptr=i32, out_input_ids_ptr=drafter.input_ids.dtype,
+                out_positions_ptr=drafter.positions.dtype,
+                out_is_rejected_token_mask_ptr=drafter.is_rejected_token_mask.dtype,
+                out_is_masked_token_mask_ptr=drafter.is_masked_token_mask.dtype,
+                out_new_token_indices_ptr=i32, out_hidden_state_mapping_ptr=i32,
+                query_start_loc_ptr=i32, query_end_loc_ptr=i32, padding_token_id=0,
+                parallel_drafting_token_id=0, total_input_tokens=6,
+                num_padding_slots_per_request=int(drafter.extra_slots_per_request),
+                shift_input_ids=bool(drafter.pass_hidden_states_to_model))
+
+
+def warm_up_draft_kernels(drafter) -> int:
+    """Compile the block-size variants BASS's draft lengths reach; returns how many were
+    compiled or found in Triton's cache. Never fails the engine: a miss only means the
+    compile happens later, inside a step, as it does without this."""
+    from vllm.v1.spec_decode import utils as spec_utils
+
+    if not getattr(drafter, "needs_extra_input_slots", False) or drafter.positions is None:
+        return 0
+    arg_builders = {"eagle_prepare_next_token_padded_kernel": _prepare_next_token_args,
+                    "copy_and_expand_eagle_inputs_kernel": _copy_and_expand_args}
+    sizes = warmup_block_sizes(int(drafter.num_speculative_tokens),
+                               int(drafter.extra_slots_per_request))
+    done = 0
+    device = torch.device(drafter.device)
+    with torch.cuda.device(device):
+        for name, blocks in sizes.items():
+            kernel = getattr(spec_utils, name, None)
+            if kernel is None or not hasattr(kernel, "warmup"):
+                continue
+            try:
+                args = _positional(kernel, arg_builders[name](drafter))
+                grid = (2, 1) if name.startswith("copy") else (2,)
+                for block in blocks:
+                    kernel.warmup(*args, grid=grid, BLOCK_SIZE_TOKENS=block)
+                    done += 1
+            except Exception as exc:  # a vLLM/Triton change: say so, keep serving
+                logger.warning("vllm-bass: could not warm up %s (%s: %s); its block sizes "
+                               "compile on first use", name, type(exc).__name__, exc)
+    logger.info("vllm-bass: %d drafter kernel variants compiled at start-up", done)
+    return done
