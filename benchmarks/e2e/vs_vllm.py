@@ -27,6 +27,7 @@ import argparse
 import collections
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -219,6 +220,8 @@ def _child(spec_path: str, out_path: str) -> None:
             })
             print(f"  {spec['system']} {spec['draft']} alpha={acceptance} batch={batch}: "
                   f"{rows[-1]['ms_per_token']:.2f} ms/token", flush=True)
+            # after every setting: a run cut by the parent's timeout keeps what it measured
+            Path(out_path).write_text(json.dumps({"rows": rows, "startup_s": startup}))
     Path(out_path).write_text(json.dumps({"rows": rows, "startup_s": startup}))
 
 
@@ -286,13 +289,23 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
             env["VLLM_BASS_STEP_TRACE"] = str(Path(args.trace_dir) / f"{system}_{draft}.csv")
         log = log_dir / f"{system}_{draft}.log"
         with open(log, "w") as fh:
-            proc = subprocess.run([sys.executable, __file__, "--child", str(spec_path),
-                                   str(out_path)], cwd=REPO, env=env, stdout=fh,
-                                  stderr=subprocess.STDOUT, timeout=args.timeout)
-        if proc.returncode != 0 or not out_path.exists():
+            proc = subprocess.Popen([sys.executable, __file__, "--child", str(spec_path),
+                                     str(out_path)], cwd=REPO, env=env, stdout=fh,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                rc = proc.wait(timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                # the whole group (the engine core included) goes, and the next system
+                # still runs; rows the child wrote before its shutdown hung are kept
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                rc = "timeout"
+        if not out_path.exists():
             tail = log.read_text()[-3000:]
-            print(f"{system} {draft}: FAILED (rc={proc.returncode})\n{tail}", flush=True)
+            print(f"{system} {draft}: FAILED (rc={rc})\n{tail}", flush=True)
             return {"rows": [], "failed": True}
+        if rc != 0:
+            print(f"{system} {draft}: rc={rc} after its rows were written", flush=True)
         return json.loads(out_path.read_text())
 
 

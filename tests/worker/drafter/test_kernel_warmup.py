@@ -25,10 +25,11 @@ def _fake_drafter(device: str, k_max: int = 7):
 @pytest.mark.cpu
 def test_block_sizes_cover_every_draft_length_and_the_prefill_cap():
     sizes = kw.warmup_block_sizes(k_max=7, extra_slots=1)
-    assert sizes["eagle_prepare_next_token_padded_kernel"] == [2, 4, 8]
+    assert sizes["eagle_prepare_next_token_padded_kernel"] == [1, 2, 4, 8]
+    assert sizes["eagle_prepare_inputs_padded_kernel"] == [None]
     assert sizes["copy_and_expand_eagle_inputs_kernel"] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     assert kw.warmup_block_sizes(32, 1)["eagle_prepare_next_token_padded_kernel"][-1] == 64
-    for k in range(1, 40):  # vLLM's rule: next_pow2(1 + draft length this step)
+    for k in range(0, 40):  # vLLM's rule: next_pow2(1 + draft length this step)
         need = 1 << (k).bit_length()
         assert need in kw.warmup_block_sizes(k, 1)["eagle_prepare_next_token_padded_kernel"]
 
@@ -39,9 +40,8 @@ def test_argument_builders_name_every_runtime_parameter_of_the_installed_kernels
     from vllm.v1.spec_decode import utils as spec_utils
 
     drafter = _fake_drafter("cpu")
-    builders = {"eagle_prepare_next_token_padded_kernel": kw._prepare_next_token_args,
-                "copy_and_expand_eagle_inputs_kernel": kw._copy_and_expand_args}
-    for name, build in builders.items():
+    assert sorted(kw.ARG_BUILDERS) == sorted(kw.warmup_block_sizes(7, 1))
+    for name, build in kw.ARG_BUILDERS.items():
         kernel = getattr(spec_utils, name)
         fn = getattr(kernel, "fn", kernel)
         runtime = [p for p in inspect.signature(fn).parameters if p != "BLOCK_SIZE_TOKENS"]
@@ -57,14 +57,14 @@ def test_real_launch_after_warm_up_compiles_nothing():
 
     apply_in_worker()
     drafter = _fake_drafter("cuda", k_max=7)
-    assert kw.warm_up_draft_kernels(drafter) == 3 + 9
+    assert kw.warm_up_draft_kernels(drafter) == 4 + 9 + 1
     kernel = spec_utils.eagle_prepare_next_token_padded_kernel
 
     def compiled() -> int:
         return sum(len(c[0]) for c in kernel.device_caches.values())
 
     before = compiled()
-    for k in (1, 3, 6):  # draft lengths 1, 3 and 6: block sizes 2, 4 and 8
+    for k in (0, 1, 3, 6):  # draft lengths 0, 1, 3 and 6: block sizes 1, 2, 4 and 8
         sampled = torch.randint(0, 100, (5, 1 + k), dtype=torch.int32, device="cuda")
         out = torch.empty(5, dtype=torch.int32, device="cuda")
         count = torch.empty_like(out)
