@@ -126,7 +126,7 @@ class BassConfig:
     # EXPLORE_INTERVAL). Closed-batch simulation of the H100 step law: alpha 0.6, batch 32
     # 1.11 -> 1.27x plain (the plan had settled on one token), batch 256 1.01 -> 1.06x;
     # elsewhere within +-2%. Not yet measured on the GPU host (session 13).
-    explore_draft_lengths: bool = True
+    explore_draft_lengths: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -286,7 +286,8 @@ def test_per_request_explores_longer_drafts_while_the_fit_saw_one_length():
         return p
 
     ids = ["a", "b", "c"]
-    p = policy()
+    assert not BassConfig(draft_model="d").explore_draft_lengths  # off by default (s14)
+    p = policy(explore_draft_lengths=True)
     p.choose_lengths = lambda alphas, weights=None: [1, 1, 4]
     p.explore_lengths = True
     seen = [p.plan(ids).per_request for _ in range(2 * EXPLORE_INTERVAL)]
