@@ -173,7 +173,7 @@ def surfaces() -> tuple[Surface, ...]:
     from vllm_bass.patches import draft_kernel_specialization as kernels
     from vllm_bass.patches import eager_count_correction
     from vllm_bass.worker import cuda_graphs
-    from vllm_bass.worker.drafter import draft_model
+    from vllm_bass.worker.drafter import draft_model, kernel_warmup
     from vllm_bass.worker import model_runner
 
     out = list(_FIXED)
@@ -200,6 +200,16 @@ def surfaces() -> tuple[Surface, ...]:
         out.append(Surface(f"{DRAFTER}.{name}", "private", draft_model.__name__,
                            "state the captured draft steps read and write",
                            "vLLM captures the draft loop itself"))
+    for name in kernel_warmup.ARG_BUILDERS:
+        out.append(Surface(f"vllm.v1.spec_decode.utils.{name}", "private",
+                           kernel_warmup.__name__,
+                           "compiled (Triton warmup, by argument name) for every block size "
+                           "BASS's draft lengths reach: no JIT stall inside a step",
+                           "vLLM warms its drafter kernels for every block size it launches"))
+    for name in kernel_warmup.DRAFTER_FIELDS:
+        out.append(Surface(f"{DRAFTER}.{name}", "private", kernel_warmup.__name__,
+                           "the dtypes and flags the drafter's kernel launches use",
+                           "vLLM warms its drafter kernels for every block size it launches"))
     out.append(Surface(f"{DISPATCHER}.dispatch", "override", cuda_graphs.__name__,
                        "no FULL answer while capturing PIECEWISE", "vLLM graphs ragged batches",
                        cuda_graphs.DISPATCH_SIGNATURE))

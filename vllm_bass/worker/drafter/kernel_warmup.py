@@ -20,6 +20,10 @@ import torch
 logger = logging.getLogger("vllm.bass")
 
 MAX_COPY_BLOCK = 256  # vLLM caps copy_and_expand's token block at 256
+# the drafter attributes read here (registered in `patches.registry`)
+DRAFTER_FIELDS = ("needs_extra_input_slots", "extra_slots_per_request",
+                  "pass_hidden_states_to_model", "is_rejected_token_mask",
+                  "is_masked_token_mask", "num_speculative_tokens")
 
 
 def powers_of_two_up_to(n: int) -> list[int]:
