@@ -61,7 +61,9 @@ def run_batch(sched, alphas: list[float], max_tokens: int, seed: int) -> dict:
     clock = [0.0]
     real_time = module.time
     module.time = type("VirtualTime", (), {"perf_counter": staticmethod(lambda: clock[0] / 1e3)})
-    alpha_of = {f"r{i}": a for i, a in enumerate(alphas)}
+    # ids unique per batch, as the engine's are: a reused id would inherit the previous
+    # batch's per-request estimates (the scheduler forgets a request only once it is gone)
+    alpha_of = {f"b{seed}r{i}": a for i, a in enumerate(alphas)}
     steps = [0]
     verified_total = [0]
 
