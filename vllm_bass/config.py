@@ -125,7 +125,8 @@ class BassConfig:
     # further draft step and a verified token separate (policy/per_request.py,
     # EXPLORE_INTERVAL). Closed-batch simulation of the H100 step law: alpha 0.6, batch 32
     # 1.11 -> 1.27x plain (the plan had settled on one token), batch 256 1.01 -> 1.06x;
-    # elsewhere within +-2%. Not yet measured on the GPU host (session 13).
+    # elsewhere within +-2%. Off: on the H100 it lost 8-17% at 6 of 8 settings (8x1024,
+    # alpha 0.6 and the mix, batch 8-128; session 14, docs/design.md).
     explore_draft_lengths: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -24,14 +24,14 @@ def _fake_drafter(device: str, k_max: int = 7):
 
 @pytest.mark.cpu
 def test_block_sizes_cover_every_draft_length_and_the_prefill_cap():
-    sizes = kw.warmup_block_sizes(k_max=7, extra_slots=1)
+    sizes = kw.warmup_block_sizes(k_max=7)
     assert sizes["eagle_prepare_next_token_padded_kernel"] == [1, 2, 4, 8]
     assert sizes["eagle_prepare_inputs_padded_kernel"] == [None]
     assert sizes["copy_and_expand_eagle_inputs_kernel"] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
-    assert kw.warmup_block_sizes(32, 1)["eagle_prepare_next_token_padded_kernel"][-1] == 64
+    assert kw.warmup_block_sizes(32)["eagle_prepare_next_token_padded_kernel"][-1] == 64
     for k in range(0, 40):  # vLLM's rule: next_pow2(1 + draft length this step)
         need = 1 << (k).bit_length()
-        assert need in kw.warmup_block_sizes(k, 1)["eagle_prepare_next_token_padded_kernel"]
+        assert need in kw.warmup_block_sizes(k)["eagle_prepare_next_token_padded_kernel"]
 
 
 @pytest.mark.cpu
@@ -40,7 +40,7 @@ def test_argument_builders_name_every_runtime_parameter_of_the_installed_kernels
     from vllm.v1.spec_decode import utils as spec_utils
 
     drafter = _fake_drafter("cpu")
-    assert sorted(kw.ARG_BUILDERS) == sorted(kw.warmup_block_sizes(7, 1))
+    assert sorted(kw.ARG_BUILDERS) == sorted(kw.warmup_block_sizes(7))
     for name, build in kw.ARG_BUILDERS.items():
         kernel = getattr(spec_utils, name)
         fn = getattr(kernel, "fn", kernel)

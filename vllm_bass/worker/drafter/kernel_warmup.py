@@ -35,12 +35,12 @@ def powers_of_two_up_to(n: int) -> list[int]:
     return out
 
 
-def warmup_block_sizes(k_max: int, extra_slots: int) -> dict[str, list[int]]:
+def warmup_block_sizes(k_max: int) -> dict[str, list[int | None]]:
     """The BLOCK_SIZE_TOKENS values vLLM's drafter can pass, per kernel, when drafts are
-    up to `k_max` tokens and each request gets `extra_slots` new slots in the first pass."""
+    up to `k_max` tokens (copy_and_expand: every size up to the cap, which prefill chunks
+    reach whatever the new slots per request)."""
     prepare = powers_of_two_up_to(1 + k_max)  # 1: steps that drafted nothing
     copy = powers_of_two_up_to(MAX_COPY_BLOCK)
-    del extra_slots  # prefill chunks reach the 256 cap whatever the slots
     return {"eagle_prepare_next_token_padded_kernel": prepare,
             "copy_and_expand_eagle_inputs_kernel": copy,
             "eagle_prepare_inputs_padded_kernel": [None]}  # None: no block constexpr
@@ -98,8 +98,7 @@ def warm_up_draft_kernels(drafter) -> int:
     if not getattr(drafter, "needs_extra_input_slots", False) or drafter.positions is None:
         return 0
     arg_builders = ARG_BUILDERS
-    sizes = warmup_block_sizes(int(drafter.num_speculative_tokens),
-                               int(drafter.extra_slots_per_request))
+    sizes = warmup_block_sizes(int(drafter.num_speculative_tokens))
     done = 0
     device = torch.device(drafter.device)
     with torch.cuda.device(device):
