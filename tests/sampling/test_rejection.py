@@ -106,3 +106,29 @@ def test_seeded_generators_reproduce_draws():
     b = draw_randomness(counts, 11, gens(), torch.device("cpu"))
     assert torch.equal(a.uniforms[:2], b.uniforms[:2]) and torch.equal(a.uniforms[2:], b.uniforms[2:])
     assert torch.equal(a.recovery_noise[[0, 2]], b.recovery_noise[[0, 2]])
+
+
+def test_greedy_batch_needs_no_recovery_noise():
+    """A greedy batch (synthetic acceptance included) samples from the uniforms alone: the
+    same output without the [batch, vocab] recovery noise; a random request still needs it."""
+    counts, vocab = [3, 0, 2, 4], 11
+    logits, _, draft, bonus, _, _ = _case(7, vocab, counts, [True] * 4, with_q=False)
+    greedy = torch.ones(4, dtype=torch.bool)
+    rates = torch.full((4, 8), 0.6, dtype=torch.float64)
+    torch.manual_seed(3)
+    full = draw_randomness(counts, vocab, None, torch.device("cpu"))
+    lean = SpeculationRandomness(full.uniforms.clone(), None)
+    assert draw_randomness(counts, vocab, None, torch.device("cpu"),
+                           recovery=False).recovery_noise is None
+    for rates_or_none in (rates, None):
+        a = rejection_sample(draft, counts, logits, bonus, greedy, None, full,
+                             synthetic_conditional_rates=rates_or_none, all_greedy=True)
+        b = rejection_sample(draft, counts, logits, bonus, greedy, None, lean,
+                             synthetic_conditional_rates=rates_or_none, all_greedy=True)
+        assert torch.equal(a, b)
+    with pytest.raises(AssertionError, match="recovery noise"):
+        rejection_sample(draft, counts, logits, bonus, torch.tensor([True, False, True, True]),
+                         None, lean, all_greedy=False)
+    with pytest.raises(AssertionError, match="generators"):
+        draw_randomness(counts, vocab, {0: torch.Generator()}, torch.device("cpu"),
+                        recovery=False)

@@ -129,7 +129,8 @@ class BassRejectionSampler(RejectionSampler):
                                               is_greedy)
         need_random = self.synthetic_mode or not sampling_metadata.all_greedy
         randomness = (draw_randomness(metadata.num_draft_tokens, target_logits.shape[-1],
-                                      sampling_metadata.generators, logits.device)
+                                      sampling_metadata.generators, logits.device,
+                                      recovery=not sampling_metadata.all_greedy)
                       if need_random else None)
         seeded = self.keyed.current if self.keyed is not None else None
         keyed = (keyed_draft_tokens(metadata.num_draft_tokens, seeded.rows, seeded.seeds,
