@@ -181,7 +181,7 @@ class BassScheduler(Scheduler):
         if probes is not None:
             probes.need_off_sample = (
                 self.bass_costs.off_weight(len(req_ids)) < OFF_SAMPLES_WANTED)
-        if hasattr(policy, "explore_lengths"):
+        if getattr(policy, "explore_enabled", False):  # off by default: no work then
             policy.explore_lengths = self.bass_costs.lengths_unvaried(len(req_ids))
         # the step scheduled now verifies the drafts of the previous plan
         out.bass_verified_probe = self.bass_plan.probe

@@ -74,8 +74,9 @@ EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
                  "bass_noknee": {"verify_knee_tokens": 0},
                  # per_request with one length for all unless ragged promises 10% more
                  "bass_uniform": {"uniform_plan_margin": 0.1},
-                 # per_request without draft-length exploration (session 13's default is on)
-                 "bass_noexplore": {"explore_draft_lengths": False}}
+                 # draft-length exploration off / on (off is the default since session 14)
+                 "bass_noexplore": {"explore_draft_lengths": False},
+                 "bass_explore": {"explore_draft_lengths": True}}
 
 
 def rates(alpha: float) -> list[float]:

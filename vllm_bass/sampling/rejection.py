@@ -133,7 +133,6 @@ def rejection_sample(
         assert randomness is not None, "random requests need randomness"
     if not all_greedy:
         assert randomness.recovery_noise is not None, "random requests need recovery noise"
-    if not all_greedy:
         p = torch.softmax(target_logits.to(torch.float64), dim=-1)
         p_x = p.gather(1, draft[:, None]).squeeze(1)
         if draft_probs is None:
