@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from vllm_bass.kernels.accept_and_emit import PLACEHOLDER_TOKEN_ID, accept_and_emit
 from vllm_bass.sampling.keyed import KeyedTokens, keyed_sample
 from vllm_bass.utils.host_copy import to_device
 from vllm_bass.utils.ragged import ragged_rows
 
-PLACEHOLDER_TOKEN_ID = -1
 GREEDY_TEMPERATURE = 0.0
 _SAMPLING_EPS = 1e-5
 
@@ -75,13 +75,16 @@ def draw_randomness(num_draft_tokens: list[int], vocab_size: int,
 
 
 def ragged_layout(num_draft_tokens: list[int], device: torch.device):
-    """(request of each draft token, its position in the request's draft, counts) on
-    `device`, built on the host and moved in one copy."""
+    """(request of each draft token, its position in the request's draft, counts, each
+    request's first draft token) on `device`, built on the host and moved in one copy."""
     counts = np.asarray(num_draft_tokens, dtype=np.int64)
     total = int(counts.sum())
     req, pos = ragged_rows(counts)
-    both = to_device(np.concatenate([req, pos, counts]), device)
-    return both[:total], both[total:2 * total], both[2 * total:]
+    starts = np.cumsum(counts) - counts
+    both = to_device(np.concatenate([req, pos, counts, starts]), device)
+    batch = len(counts)
+    return (both[:total], both[total:2 * total], both[2 * total:2 * total + batch],
+            both[2 * total + batch:])
 
 
 def rejection_sample(
@@ -111,28 +114,26 @@ def rejection_sample(
     assert sum(num_draft_tokens) == num_tokens, "num_draft_tokens must sum to the draft count"
     assert draft_probs is None or draft_probs.shape == target_logits.shape
     spec_len = max(num_draft_tokens, default=0) if max_spec_len is None else max_spec_len
-    bonus = bonus_token_ids.reshape(batch).to(torch.int32)
-    out = torch.full((batch, spec_len + 1), PLACEHOLDER_TOKEN_ID, dtype=torch.int32,
-                     device=device)
     if num_tokens == 0:
-        out[:, 0] = bonus
+        out = torch.full((batch, spec_len + 1), PLACEHOLDER_TOKEN_ID, dtype=torch.int32,
+                         device=device)
+        out[:, 0] = bonus_token_ids.reshape(batch).to(torch.int32)
         return out
-    req_of_token, pos_of_token, counts = layout or ragged_layout(num_draft_tokens, device)
-    # A negative draft id (vLLM's placeholder for a missing / invalid draft) is a rejection.
-    valid_draft = draft_token_ids >= 0
-    draft = draft_token_ids.to(torch.long).clamp_min(0)
-    greedy_tok = is_greedy.to(device=device, dtype=torch.bool)[req_of_token]
+    req_of_token, _, counts, starts = layout or ragged_layout(num_draft_tokens, device)
     if all_greedy is None:
-        all_greedy = bool(greedy_tok.all())
-
+        all_greedy = bool(is_greedy.all())
     target_argmax = target_logits.argmax(dim=-1)
-    accept = draft == target_argmax
-    recovered = target_argmax.clone()
+    # greedy: a draft token is accepted iff it is the argmax, which is also what a
+    # rejection emits; `accept` stays None for that rule (the emit kernel applies it)
+    accept: torch.Tensor | None = None
+    recovered = target_argmax
 
     if not all_greedy or synthetic_conditional_rates is not None:
         assert randomness is not None, "random requests need randomness"
     if not all_greedy:
         assert randomness.recovery_noise is not None, "random requests need recovery noise"
+        draft = draft_token_ids.to(torch.long).clamp_min(0)
+        greedy_tok = is_greedy.to(device=device, dtype=torch.bool)[req_of_token]
         p = torch.softmax(target_logits.to(torch.float64), dim=-1)
         p_x = p.gather(1, draft[:, None]).squeeze(1)
         if draft_probs is None:
@@ -148,39 +149,22 @@ def rejection_sample(
         noise = randomness.recovery_noise.to(torch.float64)[req_of_token]
         random_recovered = (residual / noise).argmax(dim=-1)
         random_accept = (q_x > 0) & (p_x >= randomness.uniforms.to(torch.float64) * q_x)
-        accept = torch.where(greedy_tok, accept, random_accept)
-        recovered = torch.where(greedy_tok, recovered, random_recovered)
+        accept = torch.where(greedy_tok, draft == target_argmax, random_accept)
+        recovered = torch.where(greedy_tok, target_argmax, random_recovered)
 
     if keyed is not None and keyed.index.shape[0] > 0:
         # seeded requests: the output at each position is the target's keyed sample there
         sample = keyed_sample(target_logits[keyed.index], keyed.seeds, keyed.positions)
-        accept[keyed.index] = draft[keyed.index] == sample
+        if accept is None:
+            accept = draft_token_ids.to(torch.long) == target_argmax
+            recovered = target_argmax.clone()
+        accept[keyed.index] = draft_token_ids[keyed.index].to(torch.long) == sample
         recovered[keyed.index] = sample
 
-    if synthetic_conditional_rates is not None:
+    rates = uniforms = None
+    if synthetic_conditional_rates is not None:  # replaces every other acceptance rule
         rates = synthetic_conditional_rates.to(device=device, dtype=torch.float64)
-        rate = rates[req_of_token, pos_of_token.clamp_max(rates.shape[1] - 1)]
-        rate = torch.where(pos_of_token < rates.shape[1], rate, torch.zeros_like(rate))
-        accept = randomness.uniforms.to(torch.float64) < rate
-
-    accept = accept & valid_draft
-    acc_pad = torch.zeros(batch, max(spec_len, 1), dtype=torch.int32, device=device)
-    acc_pad[req_of_token, pos_of_token] = accept.to(torch.int32)
-    num_accepted = torch.cumprod(acc_pad, dim=1).sum(dim=1)  # stops at first reject/pad
-    num_accepted = torch.minimum(num_accepted, counts)
-
-    tok_pad = torch.zeros(batch, max(spec_len, 1), dtype=torch.long, device=device)
-    tok_pad[req_of_token, pos_of_token] = draft
-    rec_pad = torch.zeros_like(tok_pad)
-    rec_pad[req_of_token, pos_of_token] = recovered
-
-    cols = torch.arange(spec_len + 1, device=device)[None, :]
-    keep = cols < num_accepted[:, None]
-    if spec_len > 0:
-        out[:, :spec_len] = torch.where(keep[:, :spec_len], tok_pad[:, :spec_len].to(torch.int32),
-                                        out[:, :spec_len])
-    rejected = num_accepted < counts
-    rec_at = rec_pad.gather(1, num_accepted.clamp_max(max(spec_len, 1) - 1)[:, None]).squeeze(1)
-    last = torch.where(rejected, rec_at.to(torch.int32), bonus)
-    out.scatter_(1, num_accepted[:, None], last[:, None])
-    return out
+        uniforms = randomness.uniforms.to(torch.float64)
+    return accept_and_emit(draft_token_ids.contiguous(), recovered, accept, uniforms,
+                           rates.contiguous() if rates is not None else None, starts,
+                           counts, bonus_token_ids.reshape(batch), spec_len)

@@ -16,6 +16,7 @@ from vllm.v1.outputs import SamplerOutput
 from vllm.v1.sample.rejection_sampler import MAX_SPEC_LEN, RejectionSampler
 
 from vllm_bass.config import BassConfig
+from vllm_bass.kernels.accept_and_emit import warm_up as warm_up_accept_kernel
 from vllm_bass.sampling.keyed import keyed_draft_tokens
 from vllm_bass.sampling.rejection import (
     _SAMPLING_EPS,
@@ -73,6 +74,8 @@ class BassRejectionSampler(RejectionSampler):
                 [unconditional_to_conditional(r, k) for r in bass_config.synthetic_rate_groups()],
                 dtype=torch.float64, device=device)
         self.synthetic_mode = self.synthetic_groups is not None
+        if torch.device(device).type == "cuda":
+            warm_up_accept_kernel(torch.device(device), bass_config.num_speculative_tokens)
         # request id -> synthetic group, so a request keeps its acceptance rates for life
         # (the runner drops requests that left the batch: `forget`)
         self.request_groups: dict[str, int] = {}
@@ -82,9 +85,18 @@ class BassRejectionSampler(RejectionSampler):
         self.current_groups: list[int | None] = []
         # the runner's seeded.KeyedSampling (the step's seeded rows), None outside BASS runners
         self.keyed = None
+        self._rates_key: tuple | None = None  # _synthetic_rates' last batch and answer
+        self._rates_value: torch.Tensor | None = None
 
     def _synthetic_rates(self, num_reqs: int) -> torch.Tensor:
+        """Each current request's conditional rates [num_reqs, S]; the same batch as the
+        last step (most steps) reuses the last answer: a request keeps its group for life."""
         assert self.synthetic_groups is not None
+        key = (tuple(self.current_req_ids[:num_reqs]), tuple(self.current_groups[:num_reqs]),
+               num_reqs, self.synthetic_groups)  # the groups' tensor: replaced, not edited
+        last = self._rates_key
+        if (last is not None and last[3] is key[3] and last[:3] == key[:3]):
+            return self._rates_value
         n_groups = self.synthetic_groups.shape[0]
         idx = []
         for i in range(num_reqs):
@@ -96,7 +108,9 @@ class BassRejectionSampler(RejectionSampler):
                 self.request_groups[rid] = (int(asked) % n_groups if asked is not None
                                             else sum(rid.encode()) % n_groups)
             idx.append(self.request_groups[rid])
-        return self.synthetic_groups[to_device(idx, self.synthetic_groups.device, torch.long)]
+        value = self.synthetic_groups[to_device(idx, self.synthetic_groups.device, torch.long)]
+        self._rates_key, self._rates_value = key, value
+        return value
 
     def forget(self, req_id: str) -> None:
         """Bounded state: a request that left the batch keeps no group here."""
@@ -114,8 +128,8 @@ class BassRejectionSampler(RejectionSampler):
         )
         raw_target_logits = logits[metadata.target_logits_indices].to(torch.float32)
         target_logits = raw_target_logits
-        if not self.is_processed_logprobs_mode:
-            target_logits = target_logits.clone()
+        if not self.is_processed_logprobs_mode and sampling_metadata.max_num_logprobs is not None:
+            target_logits = target_logits.clone()  # the raw logits stay for the logprobs
         target_logits = self.apply_logits_processors(target_logits, sampling_metadata, metadata)
 
         num_reqs = len(metadata.num_draft_tokens)
