@@ -109,3 +109,11 @@ def test_shape_checks_name_the_input():
                                       torch.zeros(3, dtype=torch.float64), None,
                                       torch.tensor([0]), torch.tensor([3]),
                                       torch.zeros(1, dtype=torch.int32), 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_warm_up_compiles_every_engine_variant():
+    """Start-up compiles the three rules (the engine's dtypes) and keeps Triton in use."""
+    done = accept_module.warm_up(torch.device("cuda"), k_max=16)
+    assert done == 3 and accept_module._triton_usable

@@ -55,6 +55,36 @@ def compile_all() -> list[str]:
                     target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, num_stages=3))
                 assert "ptx" in compiled.asm and ".entry" in compiled.asm["ptx"]
                 done.append(f"{kernel.fn.__name__} any_batch={any_batch} ones={bool(ones)}")
+    done += compile_accept_and_emit()
+    return done
+
+
+def compile_accept_and_emit() -> list[str]:
+    """The three acceptance rules of `accept_and_emit`, with the engine's dtypes."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from vllm_bass.kernels.accept_and_emit import _accept_and_emit_kernel as kernel
+
+    pointers = {"draft_ptr": "*i32", "recovered_ptr": "*i64", "accept_ptr": "*i1",
+                "uniforms_ptr": "*fp64", "rates_ptr": "*fp64", "starts_ptr": "*i64",
+                "counts_ptr": "*i64", "bonus_ptr": "*i32", "out_ptr": "*i32"}
+    done = []
+    for has_accept, has_rates in ((False, False), (False, True), (True, False)):
+        fixed = {"HAS_ACCEPT": has_accept, "HAS_RATES": has_rates, "BLOCK": 32}
+        signature, constexprs = {}, {}
+        for i, name in enumerate(kernel.arg_names):
+            if name in fixed:
+                signature[name] = "constexpr"
+                constexprs[(i,)] = fixed[name]
+            else:
+                signature[name] = pointers.get(name, "i32")
+        compiled = triton.compile(ASTSource(fn=kernel, signature=signature,
+                                            constexprs=constexprs),
+                                  target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
+        assert "ptx" in compiled.asm and ".entry" in compiled.asm["ptx"]
+        done.append(f"accept_and_emit accept={has_accept} rates={has_rates}")
     return done
 
 
@@ -65,7 +95,7 @@ def test_kernels_compile_for_sm90():
     run = subprocess.run([sys.executable, __file__], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert run.stdout.count("compiled") == 8, run.stdout
+    assert run.stdout.count("compiled") == 11, run.stdout
 
 
 if __name__ == "__main__":

@@ -27,6 +27,9 @@ import triton.language as tl
 logger = logging.getLogger("vllm.bass")
 
 PLACEHOLDER_TOKEN_ID = -1
+_PAD = tl.constexpr(PLACEHOLDER_TOKEN_ID)  # what a kernel may read of a global
+# False after the kernel failed to compile at start-up (`warm_up`): the torch path serves
+_triton_usable = True
 MIN_BLOCK = 32  # one binary for every draft up to 31 tokens (block = a power of two)
 
 
@@ -72,7 +75,7 @@ def _accept_and_emit_kernel(
     bonus = tl.load(bonus_ptr + req).to(tl.int64)
     last = tl.where(num_accepted < count, at_reject, bonus)
     row = tl.where(offs < num_accepted, draft,
-                   tl.where(offs == num_accepted, last, PLACEHOLDER_TOKEN_ID))
+                   tl.where(offs == num_accepted, last, _PAD))
     tl.store(out_ptr + req.to(tl.int64) * out_stride + offs, row.to(tl.int32),
              mask=offs < out_stride)
 
@@ -110,7 +113,7 @@ def accept_and_emit(draft: torch.Tensor, recovered: torch.Tensor, accept: torch.
     `accept`, which wins over the greedy rule. `use_triton` None: Triton on CUDA, torch
     elsewhere (True on CPU: the tests, under TRITON_INTERPRET)."""
     _check(draft, recovered, accept, uniforms, rates, starts, counts, bonus, spec_len)
-    if not (draft.is_cuda if use_triton is None else use_triton):
+    if not (draft.is_cuda and _triton_usable if use_triton is None else use_triton):
         return accept_and_emit_reference(draft, recovered, accept, uniforms, rates, starts,
                                          counts, bonus, spec_len)
     batch = starts.shape[0]
@@ -175,7 +178,9 @@ def accept_and_emit_reference(draft, recovered, accept, uniforms, rates, starts,
 def warm_up(device: torch.device, k_max: int) -> int:
     """Compile the variants a BASS engine launches (greedy, synthetic, given accept) for
     drafts up to k_max tokens without launching (Triton's `warmup`), so no step compiles.
-    Returns how many; never fails the engine (a miss compiles on first use)."""
+    Returns how many; never fails the engine: a variant that does not compile (a Triton
+    change) switches this process to the torch path."""
+    global _triton_usable
     i32, i64 = torch.int32, torch.int64
     # the engine's dtypes: vLLM's draft ids and sampled (bonus) tokens are int32
     args = [i32, i64, torch.bool, torch.float64, torch.float64, 8, 8, i64, i64, i32, i32, 8]
@@ -188,7 +193,8 @@ def warm_up(device: torch.device, k_max: int) -> int:
                                                    HAS_RATES=has_rates, BLOCK=block)
                     done += 1
                 except Exception as exc:  # a Triton change: say so, keep serving
-                    logger.warning("vllm-bass: could not warm up the accept kernel (%s: %s); "
-                                   "it compiles on first use", type(exc).__name__, exc)
+                    logger.warning("vllm-bass: the accept kernel does not compile (%s: %s); "
+                                   "verification uses its torch path", type(exc).__name__, exc)
+                    _triton_usable = False
                     return done
     return done
