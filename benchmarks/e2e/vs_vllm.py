@@ -449,7 +449,8 @@ def _plot(rows, keys, path: Path) -> None:
         for name, pts in series.items():
             xs = [b for b, p in zip(batches, pts) if p]
             ax[0].plot(xs, [p["ms_per_token"] for p in pts if p], "o-", label=name)
-        ax[0].set(xscale="log", title=f"draft {draft}, alpha {acc}: ms/token", xlabel="batch")
+        ax[0].set(xscale="log" if batches else "linear",
+                  title=f"draft {draft}, alpha {acc}: ms/token", xlabel="batch")
         for i, ref in ((1, "plain"), (2, "vLLM best")):
             xs, ys = [], []
             for b, r, bass in zip(batches, series[ref], series["BASS default"]):
@@ -458,7 +459,10 @@ def _plot(rows, keys, path: Path) -> None:
                     ys.append(r["ms_per_token"] / bass["ms_per_token"])
             ax[i].plot(xs, ys, "o-")
             ax[i].axhline(1.0, color="gray", lw=0.8)
-            ax[i].set(xscale="log", title=f"BASS default speedup over {ref}", xlabel="batch")
+            # a panel with no pair (that reference was not run) stays linear: log of nothing
+            # raised and lost every plot
+            ax[i].set(xscale="log" if xs else "linear",
+                      title=f"BASS default speedup over {ref}", xlabel="batch")
         ax[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
