@@ -1,10 +1,11 @@
-"""Exact speculative (rejection) sampling over a ragged batch of drafts, in plain torch.
+"""Exact speculative (rejection) sampling over a ragged batch of drafts.
 
 Why our own: vLLM 0.27.1's draft_model path samples a measurably wrong distribution on the
 CPU platform (its CPU stand-ins for the Triton kernels), and it has no per-request
-heterogeneous synthetic acceptance. This module is one torch implementation for every
-device, vectorised over the batch, with the randomness drawn separately so a float64
-reference can be fed the very same draws in tests.
+heterogeneous synthetic acceptance. The acceptance test is torch, vectorised over the batch,
+with the randomness drawn separately so a float64 reference can be fed the very same draws in
+tests; the tail (accepted prefix, first rejection, bonus, padding) and the simple acceptance
+rules are one Triton launch on CUDA and the same in torch elsewhere (`kernels.accept_and_emit`).
 
 Rule (Leviathan et al. / Chen et al.; BASS uses the same): draft token x at position j is
 accepted with probability min(1, p(x) / q(x)); at the first rejection the output is a sample
@@ -167,4 +168,4 @@ def rejection_sample(
         uniforms = randomness.uniforms.to(torch.float64)
     return accept_and_emit(draft_token_ids.contiguous(), recovered, accept, uniforms,
                            rates.contiguous() if rates is not None else None, starts,
-                           counts, bonus_token_ids.reshape(batch), spec_len)
+                           counts, bonus_token_ids.reshape(batch).contiguous(), spec_len)
