@@ -113,7 +113,22 @@ def test_shape_checks_name_the_input():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_warm_up_compiles_every_engine_variant():
-    """Start-up compiles the three rules (the engine's dtypes) and keeps Triton in use."""
-    done = accept_module.warm_up(torch.device("cuda"), k_max=16)
-    assert done == 3 and accept_module._triton_usable
+def test_warm_up_compiles_what_the_engine_launches():
+    """Start-up compiles the three rules with the engine's dtypes (int32 drafts and bonus,
+    the launcher's stand-in pointers for disabled inputs): the real launches after it
+    compile nothing, and Triton stays in use."""
+    kernel = accept_module._accept_and_emit_kernel
+    assert accept_module.warm_up(torch.device("cuda"), k_max=16) == 3
+    assert accept_module._triton_usable
+
+    def compiled() -> int:
+        return sum(len(c[0]) for c in kernel.device_caches.values())
+
+    before = compiled()
+    for mode in ("greedy", "rates", "accept"):
+        inputs = [None if t is None else t.to("cuda")
+                  for t in case([3, 0, 5], mode, seed=1)]
+        got = accept_module.accept_and_emit(*inputs, 5)
+        want = rule(*[t for i, t in enumerate(case([3, 0, 5], mode, seed=1)) if i != 5], 5)
+        assert torch.equal(got.cpu(), want)
+    assert compiled() == before, "a launch compiled a variant the warm-up missed"

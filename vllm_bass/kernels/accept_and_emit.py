@@ -181,12 +181,14 @@ def warm_up(device: torch.device, k_max: int) -> int:
     Returns how many; never fails the engine: a variant that does not compile (a Triton
     change) switches this process to the torch path."""
     global _triton_usable
-    i32, i64 = torch.int32, torch.int64
-    # the engine's dtypes: vLLM's draft ids and sampled (bonus) tokens are int32
-    args = [i32, i64, torch.bool, torch.float64, torch.float64, 8, 8, i64, i64, i32, i32, 8]
+    i32, i64, f64 = torch.int32, torch.int64, torch.float64
     done = 0
     with torch.cuda.device(device):
         for has_accept, has_rates in ((False, False), (False, True), (True, False)):
+            # the launcher's dtypes: vLLM's draft ids and sampled (bonus) tokens are int32,
+            # a disabled input gets `recovered`'s (int64) pointer
+            args = [i32, i64, torch.bool if has_accept else i64, f64 if has_rates else i64,
+                    f64 if has_rates else i64, 8, 8, i64, i64, i32, i32, 8]
             for block in sorted({_block(n) for n in range(k_max + 1)}):
                 try:
                     _accept_and_emit_kernel.warmup(*args, grid=(1,), HAS_ACCEPT=has_accept,
