@@ -97,7 +97,9 @@ class BassConfig:
     # the target only (its steps run under full CUDA graphs, where our kernels were 1.03-
     # 1.06x FA3 end to end; the drafter's one-token steps run attention eagerly between
     # piecewise graphs, where a Triton launch's host cost made a draft step ~3x FA3's,
-    # session 7, H100); "vllm" (the default) leaves the choice to vLLM.
+    # session 7, H100); "vllm" (the default) leaves the choice to vLLM. Session 15 measured
+    # "bass" against it again end to end (H100, 4x1024, alpha 0.8 and the mix): 0.70-0.99x at
+    # batch 1-8, 1.03x at batch 64, so the default stays.
     # CPU always uses vLLM's CPU attention.
     attention: Literal["bass", "target", "vllm"] = "vllm"
     # CUDA: full CUDA graphs for the target's ragged verification batches where its
