@@ -76,16 +76,15 @@ def draw_randomness(num_draft_tokens: list[int], vocab_size: int,
 
 
 def ragged_layout(num_draft_tokens: list[int], device: torch.device):
-    """(request of each draft token, its position in the request's draft, counts, each
-    request's first draft token) on `device`, built on the host and moved in one copy."""
+    """(request of each draft token, counts, each request's first draft token) on `device`,
+    built on the host and moved in one copy."""
     counts = np.asarray(num_draft_tokens, dtype=np.int64)
     total = int(counts.sum())
-    req, pos = ragged_rows(counts)
+    req, _ = ragged_rows(counts)
     starts = np.cumsum(counts) - counts
-    both = to_device(np.concatenate([req, pos, counts, starts]), device)
+    both = to_device(np.concatenate([req, counts, starts]), device)
     batch = len(counts)
-    return (both[:total], both[total:2 * total], both[2 * total:2 * total + batch],
-            both[2 * total + batch:])
+    return both[:total], both[total:total + batch], both[total + batch:]
 
 
 def rejection_sample(
@@ -120,7 +119,7 @@ def rejection_sample(
                          device=device)
         out[:, 0] = bonus_token_ids.reshape(batch).to(torch.int32)
         return out
-    req_of_token, _, counts, starts = layout or ragged_layout(num_draft_tokens, device)
+    req_of_token, counts, starts = layout or ragged_layout(num_draft_tokens, device)
     if all_greedy is None:
         all_greedy = bool(is_greedy.all())
     target_argmax = target_logits.argmax(dim=-1)

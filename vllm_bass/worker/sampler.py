@@ -87,15 +87,16 @@ class BassRejectionSampler(RejectionSampler):
         self.keyed = None
         self._rates_key: tuple | None = None  # _synthetic_rates' last batch and answer
         self._rates_value: torch.Tensor | None = None
+        self._rates_source: torch.Tensor | None = None
 
     def _synthetic_rates(self, num_reqs: int) -> torch.Tensor:
         """Each current request's conditional rates [num_reqs, S]; the same batch as the
         last step (most steps) reuses the last answer: a request keeps its group for life."""
         assert self.synthetic_groups is not None
         key = (tuple(self.current_req_ids[:num_reqs]), tuple(self.current_groups[:num_reqs]),
-               num_reqs, self.synthetic_groups)  # the groups' tensor: replaced, not edited
-        last = self._rates_key
-        if (last is not None and last[3] is key[3] and last[:3] == key[:3]):
+               num_reqs)
+        # the groups' tensor is replaced, not edited, when the rates change
+        if key == self._rates_key and self._rates_source is self.synthetic_groups:
             return self._rates_value
         n_groups = self.synthetic_groups.shape[0]
         idx = []
@@ -110,6 +111,7 @@ class BassRejectionSampler(RejectionSampler):
             idx.append(self.request_groups[rid])
         value = self.synthetic_groups[to_device(idx, self.synthetic_groups.device, torch.long)]
         self._rates_key, self._rates_value = key, value
+        self._rates_source = self.synthetic_groups
         return value
 
     def forget(self, req_id: str) -> None:
