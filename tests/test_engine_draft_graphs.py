@@ -22,17 +22,23 @@ def graph_baseline():
     return run_engine(base_engine_kwargs(**GRAPHS), JOBS)
 
 
-@pytest.mark.parametrize("k", [4, 7])
-def test_self_draft_accepted_through_draft_step_graphs(graph_baseline, k):
+@pytest.mark.parametrize("k", [1, 4, 7])
+def test_self_draft_accepted_through_draft_graphs(graph_baseline, k):
+    """The first pass (`first_pass_graphs`) and, for K > 1, the one-token steps."""
     got = run_engine(base_engine_kwargs(**GRAPHS, speculative_config=bass_spec(
         model=TARGET, draft_length_policy="fixed", num_speculative_tokens=k,
-        auto_off=False)), JOBS, metrics=True)
-    _assert_same(graph_baseline, got, f"draft step graphs, K={k}")
+        auto_off=False)), JOBS, metrics=True, worker_rpc=["bass_draft_graph_stats"])
+    _assert_same(graph_baseline, got, f"draft graphs, K={k}")
     m = got["metrics"]
     drafts = metric(m, "vllm:spec_decode_num_draft_tokens")
     accepted = metric(m, "vllm:spec_decode_num_accepted_tokens")
-    assert drafts > 200 and accepted >= 0.97 * drafts, (
-        f"self-draft acceptance {accepted}/{drafts}: a draft step read the wrong inputs")
+    assert drafts > 100 * min(k, 2) and accepted >= 0.97 * drafts, (
+        f"self-draft acceptance {accepted}/{drafts}: a draft pass read the wrong inputs")
+    (stats,) = got["worker_rpc"]["bass_draft_graph_stats"]
+    print("first passes:", stats)
+    ran = stats["replays"] if on_gpu() else stats["eager"]
+    # prefill chunks longer than the graphs' bound take vLLM's pass on the GPU
+    assert ran > 20 and ran > stats["fallbacks"], f"first passes did not run ours: {stats}"
 
 
 def test_greedy_identical_with_graphs_and_default_policy(graph_baseline):

@@ -77,6 +77,17 @@ EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
                  # draft-length exploration off / on (off is the default since session 14)
                  "bass_noexplore": {"explore_draft_lengths": False},
                  "bass_explore": {"explore_draft_lengths": True}}
+# A/B of the drafter's first pass: vLLM's piecewise pass instead of BASS's full graphs
+# (VLLM_BASS_FIRST_PASS_GRAPHS=0), for the default and for each fixed K
+FIRST_PASS_AB = "_vllm_first_pass"
+EXTRA_SYSTEMS.update({f"{name}{FIRST_PASS_AB}": extra for name, extra in list(
+    EXTRA_SYSTEMS.items()) if name.startswith("bass_fixed") and "noknee" not in name})
+EXTRA_SYSTEMS[f"bass_default{FIRST_PASS_AB}"] = {}
+
+
+def system_env(system: str) -> dict:
+    """Environment a system's engine runs under (beside the benchmark's own)."""
+    return {"VLLM_BASS_FIRST_PASS_GRAPHS": "0"} if system.endswith(FIRST_PASS_AB) else {}
 
 
 def rates(alpha: float) -> list[float]:
@@ -116,6 +127,8 @@ def engine_kwargs(system: str, target: str, draft: str, max_model_len: int,
         spec = {"method": "bass", "model": draft, "rejection_sample_method": "synthetic",
                 "synthetic_acceptance_rates": first[:16]}
         extra = EXTRA_SYSTEMS.get(system)
+        if extra == {}:
+            extra = None
         if extra == "sync":
             kwargs["async_scheduling"] = False
         elif extra and "engine" in extra:
@@ -286,6 +299,7 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
         # every engine compiles its own Triton kernels, as a fresh deployment does (an
         # earlier engine's disk cache would hide one system's JIT stalls from the next)
         env["TRITON_CACHE_DIR"] = str(Path(tmp, "triton_cache"))
+        env.update(system_env(system))
         if args.trace_dir:  # BASS's step and runner-phase traces (vllm_bass.utils)
             env["VLLM_BASS_STEP_TRACE"] = str(Path(args.trace_dir) / f"{system}_{draft}.csv")
         log = log_dir / f"{system}_{draft}.log"

@@ -44,6 +44,14 @@ class BassWorkerMixin:
         faults = getattr(getattr(self.model_runner, "drafter", None), "bass_faults", None)
         return faults.as_dict() if faults is not None else {}
 
+    def bass_draft_graph_stats(self) -> dict:
+        """How the drafter's first passes ran (`first_pass_graphs`), for `collective_rpc`:
+        {"replays": through a captured graph, "eager": through its eager twin (no graphs),
+        "fallbacks": vLLM's pass (did not fit), "graphs": captured sizes}; {} without."""
+        first = getattr(getattr(self.model_runner, "drafter", None),
+                        "bass_first_pass_graphs", None)
+        return first.stats() if first is not None else {}
+
 
 class BassGPUWorker(BassWorkerMixin, Worker):
     """CUDA (and other GPU platform) worker with the BASS runner."""

@@ -99,7 +99,10 @@ class BassModelRunnerMixin:
             from vllm_bass.worker.drafter.draft_model import install_bass_drafter
             from vllm_bass.worker.drafter.draft_sync import SkippedTokens
 
-            install_bass_drafter(self.drafter, bass_config.full_graph_drafting)
+            from vllm_bass import envs
+
+            install_bass_drafter(self.drafter, bass_config.full_graph_drafting,
+                                 envs.flag("VLLM_BASS_FIRST_PASS_GRAPHS"))
             # async scheduling only (sync catches up from the host token buffer); slots for
             # every live request, twice over (finished ones are freed a step late)
             self._bass_skipped = SkippedTokens(
@@ -172,11 +175,17 @@ class BassModelRunnerMixin:
 
     def capture_model(self) -> int:
         """vLLM's graphs, then the drafter's one-token steps (`draft_graphs`) for every
-        captured size up to the most requests a step holds."""
+        captured size up to the most requests a step holds, and its first pass
+        (`first_pass_graphs`) for every captured token count."""
         size = super().capture_model()
-        steps = getattr(getattr(self, "drafter", None), "bass_step_graphs", None)
+        drafter = getattr(self, "drafter", None)
+        sizes = list(self.compilation_config.cudagraph_capture_sizes or ())
+        steps = getattr(drafter, "bass_step_graphs", None)
         if steps is not None and steps.use_graphs:
-            steps.capture(list(self.compilation_config.cudagraph_capture_sizes or ()))
+            steps.capture(sizes)
+            first = getattr(drafter, "bass_first_pass_graphs", None)
+            if first is not None and first.use_graphs:
+                first.capture(sizes)
         return size
 
     def execute_model(self, scheduler_output, *args, **kwargs):

@@ -71,16 +71,18 @@ class DraftStepGraphs:
 
     # -- per drafting step ------------------------------------------------------------------
     def load(self, num_reqs: int, rows: int, positions: torch.Tensor,
-             seq_lens: torch.Tensor, block_table: torch.Tensor, first_tokens: torch.Tensor,
-             max_seq_len: int) -> None:
+             seq_lens: torch.Tensor, block_table: torch.Tensor | None,
+             first_tokens: torch.Tensor, max_seq_len: int) -> None:
         """Copy the state after the drafter's first pass into the persistent buffers
         (`rows` = padded_rows(num_reqs), what a step runs over): `positions` are those of
-        the tokens just sampled, `seq_lens` count them as not yet in the draft's KV."""
+        the tokens just sampled, `seq_lens` count them as not yet in the draft's KV.
+        `block_table` None: the first pass's graphs staged it here already."""
         d = self.drafter
-        self._ensure_block_table(block_table.shape[1])
-        width = min(block_table.shape[1], self.block_table.shape[1])
-        self.block_table[:num_reqs, :width].copy_(block_table[:num_reqs, :width],
-                                                  non_blocking=True)
+        if block_table is not None:
+            self._ensure_block_table(block_table.shape[1])
+            width = min(block_table.shape[1], self.block_table.shape[1])
+            self.block_table[:num_reqs, :width].copy_(block_table[:num_reqs, :width],
+                                                      non_blocking=True)
         self.seq_lens[:num_reqs].copy_(seq_lens[:num_reqs], non_blocking=True)
         if rows > num_reqs:
             self.seq_lens[num_reqs:rows].zero_()

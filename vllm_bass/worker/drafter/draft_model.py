@@ -9,9 +9,9 @@ whole; we only replace how it turns draft logits into (token, q):
     with the target's (reproducible) sample whenever the two argmaxes agree;
   * after off-steps that skipped the draft, the first pass is extended to catch the draft's
     KV up (`draft_sync`);
-  * the one-token steps after the first pass run as full CUDA graphs (`draft_graphs`):
-    vLLM's loop runs them piecewise, with attention, KV writes and metadata on the host
-    every step, which made a draft step host-bound.
+  * the first pass (`first_pass_graphs`) and the one-token steps after it
+    (`draft_graphs`) run as full CUDA graphs: vLLM runs them piecewise, with attention,
+    KV writes and metadata on the host every step, which made drafting host-bound.
   * a draft pass that raises drafts nothing for that step instead of killing the engine
     (`faults`).
 """
@@ -24,6 +24,7 @@ from vllm.v1.utils import record_function_or_nullcontext
 
 from vllm_bass.diagnostics.fault_injection import DraftFaultInjector
 from vllm_bass.worker.drafter.draft_graphs import DraftStepGraphs
+from vllm_bass.worker.drafter.first_pass_graphs import FirstPassGraphs
 from vllm_bass.worker.drafter.faults import DraftFaults, is_device_fault
 from vllm_bass.worker.drafter.draft_sync import CatchUp, DraftKVDebt, apply_catch_up
 from vllm_bass.sampling.keyed import keyed_sample
@@ -72,7 +73,8 @@ OVERRIDDEN_DRAFTER_METHODS = {
 DRAFTER_ATTRIBUTES = ("positions", "input_ids", "_slot_mapping_buffer", "arange",
                       "max_batch_size", "max_model_len", "block_size", "model",
                       "_draft_attn_layer_names", "build_per_group_and_layer_attn_metadata",
-                      "_last_draft_probs", "num_speculative_tokens")
+                      "_last_draft_probs", "num_speculative_tokens", "max_num_tokens",
+                      "draft_attn_groups", "_enable_probabilistic_draft_probs")
 
 
 class BassDraftModelProposer(DraftModelProposer):
@@ -81,6 +83,7 @@ class BassDraftModelProposer(DraftModelProposer):
     bass_fault_injector: DraftFaultInjector | None = None  # VLLM_BASS_INJECT_DRAFT_FAULT
     bass_catch_up: CatchUp | None = None  # set by the runner for the next propose() only
     bass_step_graphs: DraftStepGraphs | None = None  # None: vLLM's own draft loop
+    bass_first_pass_graphs: FirstPassGraphs | None = None  # None: vLLM's first pass
     _bass_first_pass: tuple | None = None  # what set_inputs_first_pass returned last
     bass_seeded = None  # the step's seeded.SeededRows, set by the runner around propose()
     _bass_draft_step = 0  # draft tokens sampled so far in this propose()
@@ -165,8 +168,21 @@ class BassDraftModelProposer(DraftModelProposer):
                 catch_up, target_token_ids, target_positions, common_attn_metadata,
                 self.block_size)
         steps = self.bass_step_graphs
-        rows = (steps.padded_rows(common_attn_metadata.batch_size())
+        batch = common_attn_metadata.batch_size()
+        rows = (steps.padded_rows(batch)
                 if steps is not None and num_speculative_tokens > 1 else None)
+        first = self.bass_first_pass_graphs
+        if first is not None and (rows is not None or num_speculative_tokens == 1):
+            padded = first.padded_tokens(
+                target_token_ids.shape[0] + batch, batch,
+                common_attn_metadata.max_query_len + 1, common_attn_metadata.max_seq_len + 1)
+            if padded is not None:
+                return self._bass_propose_with_graphs(
+                    first, padded, steps, rows, num_speculative_tokens, target_token_ids,
+                    target_positions, target_hidden_states, next_token_ids,
+                    token_indices_to_sample, common_attn_metadata, sampling_metadata,
+                    num_rejected_tokens_gpu)
+            first.fallbacks += 1
         if rows is not None:
             return self._bass_propose_with_step_graphs(
                 steps, rows, num_speculative_tokens, target_token_ids, target_positions,
@@ -180,6 +196,45 @@ class BassDraftModelProposer(DraftModelProposer):
             common_attn_metadata=common_attn_metadata, sampling_metadata=sampling_metadata,
             mm_embed_inputs=mm_embed_inputs, num_rejected_tokens_gpu=num_rejected_tokens_gpu,
             slot_mappings=slot_mappings)
+
+    def _bass_propose_with_graphs(self, first, padded, steps, rows, num_speculative_tokens,
+                                  target_token_ids, target_positions, target_hidden_states,
+                                  next_token_ids, token_indices_to_sample,
+                                  common_attn_metadata, sampling_metadata,
+                                  num_rejected_tokens_gpu) -> torch.Tensor:
+        """vLLM's first-pass layout, the pass itself one graph replay (`first_pass_graphs`),
+        then the remaining tokens one step-graph replay each. Same tokens and q as vLLM's
+        pass: the same forward over the same inputs, argmax for greedy batches, the draft
+        sampler on the sampled rows' logits otherwise."""
+        batch = common_attn_metadata.batch_size()
+        self.num_speculative_tokens = num_speculative_tokens
+        self._last_draft_probs = None
+        with record_function_or_nullcontext("bass_drafter: first pass graph"):
+            num_tokens, sampled_at, cad = self.set_inputs_first_pass(
+                target_token_ids=target_token_ids, next_token_ids=next_token_ids,
+                target_positions=target_positions, target_hidden_states=target_hidden_states,
+                token_indices_to_sample=token_indices_to_sample, cad=common_attn_metadata,
+                num_rejected_tokens_gpu=num_rejected_tokens_gpu)
+            first_rows = first.stage(num_tokens, padded, sampled_at, cad)
+            logits = first.run(num_tokens, padded, first_rows, cad)[:batch]
+            if not self._enable_probabilistic_draft_probs or sampling_metadata.all_greedy:
+                first_tokens, first_q = steps.tokens[:batch].clone(), None
+            else:  # as vLLM's _sample_draft_tokens (seeded rows: keyed at the first pass)
+                first_tokens, first_q = self._sample_from_logits(logits, sampling_metadata)
+        self._bass_first_pass = None
+        if num_speculative_tokens == 1:
+            if first_q is not None:
+                self._last_draft_probs = first_q.unsqueeze(1).contiguous()
+            return first_tokens.view(-1, 1)
+        seq_lens = cad.seq_lens
+        if num_rejected_tokens_gpu is not None:
+            seq_lens = seq_lens - num_rejected_tokens_gpu  # as vLLM's loop (padded batch)
+        steps.load(batch, rows, self.positions[sampled_at], seq_lens, None, first_tokens,
+                   cad.max_seq_len)
+        probs = None if first_q is None else [first_q]
+        with record_function_or_nullcontext("bass_drafter: step graphs"):
+            return self._bass_draft_steps(steps, rows, batch, num_speculative_tokens,
+                                          [first_tokens], probs, sampling_metadata)
 
     def _bass_propose_with_step_graphs(self, steps, rows, num_speculative_tokens,
                                        target_token_ids,
@@ -258,9 +313,11 @@ class BassDraftModelProposer(DraftModelProposer):
         return seeded.rows_device, seeded.seeds, self._bass_seeded_base + step
 
 
-def install_bass_drafter(drafter, step_graphs: bool = True) -> None:
+def install_bass_drafter(drafter, step_graphs: bool = True,
+                        first_pass_graphs: bool = True) -> None:
     """`step_graphs`: run the one-token draft steps through `DraftStepGraphs` (captured
-    as CUDA graphs when the engine captures graphs, eagerly otherwise)."""
+    as CUDA graphs when the engine captures graphs, eagerly otherwise); with them,
+    `first_pass_graphs`: the first pass through `FirstPassGraphs` likewise."""
     if isinstance(drafter, DraftModelProposer) and not isinstance(drafter, BassDraftModelProposer):
         drafter.__class__ = BassDraftModelProposer
         drafter.bass_kv_debt = DraftKVDebt()
@@ -275,8 +332,12 @@ def install_bass_drafter(drafter, step_graphs: bool = True) -> None:
             from vllm_bass.worker.drafter.kernel_warmup import warm_up_draft_kernels
 
             warm_up_draft_kernels(drafter)
+        drafter.bass_first_pass_graphs = None
         if step_graphs and drafter.bass_can_use_step_graphs():
-            drafter.bass_step_graphs = DraftStepGraphs(drafter, use_graphs=_graphs_on(drafter))
+            steps = drafter.bass_step_graphs = DraftStepGraphs(
+                drafter, use_graphs=_graphs_on(drafter))
+            if first_pass_graphs:
+                drafter.bass_first_pass_graphs = FirstPassGraphs.for_drafter(drafter, steps)
 
 
 def _graphs_on(drafter) -> bool:
