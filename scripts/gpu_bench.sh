@@ -30,6 +30,13 @@ mkdir -p "$OUT" "$W"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
 bench() { timeout "$1" python3 benchmarks/e2e/bench_policies.py "${@:2}"; }
+# engines a timed-out benchmark left behind (vs_vllm's children run in their own session)
+# hold the GPU's memory, and every engine after them fails to start
+cleanup() {
+  pkill -9 -f "[v]s_vllm.py" || true; pkill -9 -f "[i]solated_engine" || true
+  pkill -9 -f "[V]LLM::" || true; pkill -9 -f "[v]llm.entrypoints" || true; sleep 3
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader
+}
 pack() {  # the tables come back as files, everything else in one archive
   cp "$W"/*.md "$OUT"/ 2>/dev/null
   tar czf "$OUT/$1.tgz" -C "$W" .
@@ -89,6 +96,7 @@ case "${1:-}" in
   matrix)  # session 10: one slice of issue 13's matrix per call (VS_ARGS), calls back to
     # back on one machine (gpu_uuid.txt says which); MATRIX_TESTS: pytest targets run first
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    cleanup
     if [ -n "${MATRIX_TESTS:-}" ]; then
       timeout "${TESTS_TIMEOUT:-200}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider \
         $MATRIX_TESTS 2>&1 | tee "$W/gpu_tests.txt"
@@ -97,6 +105,7 @@ case "${1:-}" in
       --repeats "${REPEATS:-2}" --timeout "${SYSTEM_TIMEOUT:-290}" $VS_ARGS 2>&1 \
       | tee "$W/vs_vllm.log"
     cp "$W/vs_vllm.json" "$OUT/" 2>/dev/null
+    cleanup
     if [ -n "${TESTS_AFTER:-}" ]; then  # tests after the timing (their engines may fail)
       timeout "${TESTS_AFTER_TIMEOUT:-200}" python3 -m pytest -m gpu -v -rs -s \
         -p no:cacheprovider $TESTS_AFTER 2>&1 | tee "$W/gpu_tests_after.txt"

@@ -118,7 +118,17 @@ class AcceptanceEstimates:
         slow pool of new requests' prior: when every request's draft turns good at once,
         that lagged, and speculation resumed after 7 probes instead of 3). Sampling variance
         alpha (1 - alpha) / n_eff, with n_eff = (s + f)(2 - ema) (exponential weights hold
-        (2 - ema) / ema effective observations per ~1 / ema of weight)."""
+        (2 - ema) / ema effective observations per ~1 / ema of weight).
+
+        A request alone has no scatter to fit; it leans (MAX_SHRINK_WEIGHT) on the pool,
+        which at batch 1 is its own and its predecessors' longer-window history. Its ~5-step
+        window alone was too noisy at low acceptance: at alpha 0.3 with one-token drafts the
+        estimate's 10th percentile was 0.07 (0.17 pooled), below what one draft token needs,
+        so it switched off and waited for probes (H100, session 16: 47% off-steps at batch
+        1, 0.93x vLLM K=1, while BASS fixed K=1 made 1.11x)."""
+        if len(self.successes) == 1:
+            self.shrink_mean = self.pool_alpha
+            return self.MAX_SHRINK_WEIGHT
         if len(self.successes) < 2:
             return 0.0
         s = np.fromiter(self.successes.values(), dtype=np.float64)
