@@ -38,7 +38,8 @@ def test_self_draft_accepted_through_draft_graphs(graph_baseline, k):
     print("first passes:", stats)
     ran = stats["replays"] if on_gpu() else stats["eager"]
     # prefill chunks longer than the graphs' bound take vLLM's pass on the GPU
-    assert ran > 20 and ran > stats["fallbacks"], f"first passes did not run ours: {stats}"
+    assert ran >= 10 and ran > 2 * stats["fallbacks"], (
+        f"first passes did not run ours: {stats}")
 
 
 def test_greedy_identical_with_graphs_and_default_policy(graph_baseline):

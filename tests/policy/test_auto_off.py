@@ -207,10 +207,11 @@ def test_new_requests_start_from_the_pooled_acceptance():
     assert est.alpha("new") == pytest.approx(0.6)
     for _ in range(30):  # 7 accepted tokens and 1 rejection per step
         est.observe([Verified("a", 4, 4), Verified("b", 4, 3)])
-    assert est.alpha("new") == pytest.approx(7 / 8)
+    # (the prior's two pseudo-observations at 0.6 have decayed to 0.4 of one)
+    assert est.alpha("new") == pytest.approx(7 / 8, abs=2e-3)
     est.forget("a")
     est.forget("b")
-    assert est.alpha("new") == pytest.approx(7 / 8)
+    assert est.alpha("new") == pytest.approx(7 / 8, abs=2e-3)
     cost = StepCostModel(base=1.0, per_draft_step=0.55, per_verify_token=0.0)
     assert expected_tokens(0.6, 4) < cost.step_time([4]) < expected_tokens(7 / 8, 4)
     p = AutoOff(FixedDraftLength(4), cfg("fixed"), cost)
@@ -229,7 +230,7 @@ def test_forget_drops_estimates():
     assert p.estimates.alpha("a") < 0.3
     p.forget("a")
     assert "a" not in p.estimates.successes and "a" not in p.estimates.failures
-    assert p.estimates.alpha("a") == pytest.approx(8 / 9)
+    assert p.estimates.alpha("a") == pytest.approx(8 / 9, abs=0.02)
 
 
 # alpha 0.6 (the prior), 4 drafts: 2.31 tokens in 2.21 plain steps, 1.04x plain decoding:
@@ -368,6 +369,11 @@ def test_a_request_alone_leans_on_the_pooled_history():
     values = np.array(values[60:])
     assert np.quantile(values, 0.1) > 0.15 and (values < 0.15).mean() < 0.08
     assert 0.2 < np.median(values) < 0.4
+    # one rejected draft of a first request does not read as a useless draft (an empty
+    # pool did: 0 after one rejection, and the request sat switched off)
+    est = AcceptanceEstimates(ema=0.2)
+    est.observe([Verified("first", 3, 0)])
+    assert est.alpha("first") > 0.3
     # two requests that truly differ are not pulled together
     est = AcceptanceEstimates(ema=0.2)
     for _ in range(40):

@@ -72,8 +72,11 @@ class AcceptanceEstimates:
         self.prior_weight = prior_weight
         self.successes: dict[str, float] = {}
         self.failures: dict[str, float] = {}
-        self.pool_successes = 0.0
-        self.pool_failures = 0.0
+        # the pool starts from the prior's pseudo-observations, decaying like the data:
+        # an empty pool read 0 after one rejected draft, and a request alone (which leans
+        # on it) then sat switched off waiting for probes
+        self.pool_successes = prior_weight * prior_alpha
+        self.pool_failures = prior_weight * (1.0 - prior_alpha)
         self.version = 0  # changes whenever an estimate does (plans cache on it)
         self.shrink_weight = 0.0  # m, refitted at each observation ...
         self.shrink_mean = prior_alpha  # ... toward the tracked requests' pooled alpha
@@ -82,7 +85,7 @@ class AcceptanceEstimates:
     def pool_alpha(self) -> float:
         """The prior of requests not observed yet."""
         n = self.pool_successes + self.pool_failures
-        return self.pool_successes / n if n >= 1.0 else self.prior_alpha
+        return self.pool_successes / n if n > 0 else self.prior_alpha
 
     def alpha(self, req_id: str) -> float:
         s = self.successes.get(req_id)

@@ -157,7 +157,12 @@ class DraftStepGraphs:
 
         d = self.drafter
         self._ensure_block_table(0)
-        sizes = sorted({s for s in sizes if 0 < s <= self.max_rows}, reverse=True)
+        wanted = {s for s in sizes if 0 < s <= self.max_rows}
+        if sizes and max(sizes) > self.max_rows:
+            # the batches between the largest size that fits and max_num_seqs (BASS's
+            # sizes are multiples of 1 + K: with K=4 and 8 sequences, batches 6-8 had none)
+            wanted.add(self.max_rows)
+        sizes = sorted(wanted, reverse=True)
         if not sizes:
             return
         from vllm.platforms import current_platform

@@ -172,7 +172,9 @@ class BassDraftModelProposer(DraftModelProposer):
         rows = (steps.padded_rows(batch)
                 if steps is not None and num_speculative_tokens > 1 else None)
         first = self.bass_first_pass_graphs
-        if first is not None and (rows is not None or num_speculative_tokens == 1):
+        if first is not None and rows is None and num_speculative_tokens > 1:
+            first.fallbacks += 1  # no step graph holds this batch
+        elif first is not None and num_speculative_tokens >= 1:
             padded = first.padded_tokens(
                 target_token_ids.shape[0] + batch, batch,
                 common_attn_metadata.max_query_len + 1, common_attn_metadata.max_seq_len + 1)
