@@ -73,6 +73,7 @@ def _install_per_request_uniforms(runner, group_rates: list[list[float]] | None)
         module.generate_uniform_probs = original
         return
     table = torch.tensor(group_rates, dtype=torch.float64)
+    on_device: dict = {}  # the table where the uniforms live
 
     def per_request_uniforms(num_tokens, num_draft_tokens, generators, device):
         u = original(num_tokens, num_draft_tokens, generators, device)
@@ -85,7 +86,16 @@ def _install_per_request_uniforms(runner, group_rates: list[list[float]] | None)
         # token t of request i divides by its group's rate at draft position t - start_i
         positions = (torch.arange(int(counts.sum()))
                      - (counts.cumsum(0) - counts).repeat_interleave(counts))
-        divisors = table[groups.repeat_interleave(counts), positions]
-        return u / divisors.to(device=u.device, non_blocking=True)
+        flat = groups.repeat_interleave(counts) * table.shape[1] + positions
+        if u.device.type == "cuda":
+            # a pageable host tensor's copy waits for the whole stream (CUDA semantics),
+            # which took vLLM's async scheduling away on these rows only (sessions 15-16:
+            # vLLM K=2 on the mix at 8.9-11.7 ms/token, slower than plain decoding)
+            flat = flat.pin_memory()
+        key = u.device
+        if key not in on_device:
+            on_device[key] = table.reshape(-1).to(u.device)
+        divisors = on_device[key][flat.to(u.device, non_blocking=True)]
+        return u / divisors
 
     module.generate_uniform_probs = per_request_uniforms
