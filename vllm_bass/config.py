@@ -107,8 +107,11 @@ class BassConfig:
     # piecewise, host-bound on a 7B shape (model_runner). False keeps vLLM's choice.
     full_graph_verification: bool = True
     # The drafter's one-token steps as full CUDA graphs, one per captured batch size
-    # (drafter/draft_graphs.py); vLLM runs them piecewise with attention eager, which
-    # made a draft step host-bound. False keeps vLLM's draft loop.
+    # (drafter/draft_graphs.py), and its first pass, one per captured token count
+    # (drafter/first_pass_graphs.py; VLLM_BASS_FIRST_PASS_GRAPHS=0 leaves that one to
+    # vLLM); vLLM runs both piecewise with attention eager, which made drafting
+    # host-bound (H100, session 16: draft host time 3.4 -> 1.2 ms a step at batch 1).
+    # False keeps vLLM's draft loop.
     full_graph_drafting: bool = True
     # Verification tokens per step past which drafts stop growing (DEFAULT_VERIFY_KNEE_TOKENS
     # says why); 0: no knee, only the largest CUDA graph bounds a verification.
