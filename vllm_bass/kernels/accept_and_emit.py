@@ -33,7 +33,17 @@ _triton_usable = True
 MIN_BLOCK = 32  # one binary for every draft up to 31 tokens (block = a power of two)
 
 
-@triton.jit(do_not_specialize=["out_stride", "rates_stride", "num_rates"])
+# Every runtime argument unspecialised, pointers' alignment included: one binary per
+# constexpr combination, compiled by `warm_up`. Triton's default (ints on == 1 and % 16,
+# pointers on 16-byte alignment) compiled a new variant inside timed steps when a draft
+# slice started off alignment (H100, session 16: one compile in the repeats of 2 of 12
+# settings, ~130 ms, 1.2x on that repeat).
+_RUNTIME_ARGS = ["draft_ptr", "recovered_ptr", "accept_ptr", "uniforms_ptr", "rates_ptr",
+                 "rates_stride", "num_rates", "starts_ptr", "counts_ptr", "bonus_ptr",
+                 "out_ptr", "out_stride"]
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS, do_not_specialize_on_alignment=_RUNTIME_ARGS)
 def _accept_and_emit_kernel(
     draft_ptr,  # [T] int: draft token ids (negative: missing, rejected)
     recovered_ptr,  # [T] int64: what the target emits at a first rejection there

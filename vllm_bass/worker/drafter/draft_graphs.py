@@ -127,28 +127,22 @@ class DraftStepGraphs:
         )
 
     def _forward(self, rows: int, max_seq_len: int) -> None:
-        from vllm.config import CUDAGraphMode
-        from vllm.forward_context import set_forward_context
-
         d = self.drafter
         self._update(d.positions[:rows], self.block_table, self.seq_lens[:rows],
                      d._slot_mapping_buffer[:rows], self.num_reqs, d.block_size,
                      d.max_model_len)
-        _, per_layer = d.build_per_group_and_layer_attn_metadata(
-            self._common_metadata(rows, max_seq_len), draft_index=1)
-        slots = d._slot_mapping_buffer[:rows]
-        with set_forward_context(per_layer, d.vllm_config, num_tokens=rows,
-                                 cudagraph_runtime_mode=CUDAGraphMode.NONE,
-                                 slot_mapping={n: slots for n in d._draft_attn_layer_names}):
-            hidden = d.model(input_ids=d.input_ids[:rows], positions=d.positions[:rows],
-                             inputs_embeds=None)
-        logits = d.model.compute_logits(hidden)
+        hidden = run_draft_model(d, self._common_metadata(rows, max_seq_len), rows,
+                                 draft_index=1)
+        self.store_logits(d.model.compute_logits(hidden), rows)
+        d.input_ids[:rows].copy_(self.tokens[:rows])
+
+    def store_logits(self, logits: torch.Tensor, rows: int) -> None:
+        """Into the persistent logits (allocated at the first call) and their argmax."""
         if self.logits is None:
             self.logits = torch.empty((self.max_rows, logits.shape[-1]), dtype=logits.dtype,
                                       device=logits.device)
         self.logits[:rows].copy_(logits)
         torch.argmax(logits, dim=-1, out=self.tokens[:rows])
-        d.input_ids[:rows].copy_(self.tokens[:rows])
 
     # -- capture --------------------------------------------------------------------------
     def capture(self, sizes: list[int]) -> None:
@@ -194,6 +188,22 @@ class DraftStepGraphs:
             self.num_reqs.zero_()
         logger.info("vllm-bass: captured full CUDA graphs of the draft step for batch sizes "
                     "%s", list(self.graphs))
+
+
+def run_draft_model(d, cad, tokens: int, draft_index: int) -> torch.Tensor:
+    """The draft model over the drafter's first `tokens` input slots, with attention
+    metadata built from `cad`. CUDAGraphMode.NONE: vLLM's piecewise wrappers run inline, so
+    this can run inside a graph we capture."""
+    from vllm.config import CUDAGraphMode
+    from vllm.forward_context import set_forward_context
+
+    _, per_layer = d.build_per_group_and_layer_attn_metadata(cad, draft_index=draft_index)
+    slots = d._slot_mapping_buffer[:tokens]
+    with set_forward_context(per_layer, d.vllm_config, num_tokens=tokens,
+                             cudagraph_runtime_mode=CUDAGraphMode.NONE,
+                             slot_mapping={n: slots for n in d._draft_attn_layer_names}):
+        return d.model(input_ids=d.input_ids[:tokens], positions=d.positions[:tokens],
+                       inputs_embeds=None)
 
 
 @contextlib.contextmanager

@@ -29,6 +29,8 @@ import time
 
 import torch
 
+from vllm_bass.worker.drafter.draft_graphs import _no_gc, run_draft_model
+
 logger = logging.getLogger("vllm.bass")
 
 PADDING_SLOT_ID = -1  # vLLM's: reshape_and_cache skips it
@@ -170,23 +172,9 @@ class FirstPassGraphs:
         )
 
     def _forward(self, tokens: int, rows: int, cad) -> None:
-        from vllm.config import CUDAGraphMode
-        from vllm.forward_context import set_forward_context
-
-        d, steps = self.drafter, self.steps
-        _, per_layer = d.build_per_group_and_layer_attn_metadata(cad, draft_index=0)
-        slots = d._slot_mapping_buffer[:tokens]
-        with set_forward_context(per_layer, d.vllm_config, num_tokens=tokens,
-                                 cudagraph_runtime_mode=CUDAGraphMode.NONE,
-                                 slot_mapping={n: slots for n in d._draft_attn_layer_names}):
-            hidden = d.model(input_ids=d.input_ids[:tokens], positions=d.positions[:tokens],
-                             inputs_embeds=None)
-        logits = d.model.compute_logits(hidden[self.sample_rows[:rows]])
-        if steps.logits is None:
-            steps.logits = torch.empty((steps.max_rows, logits.shape[-1]),
-                                       dtype=logits.dtype, device=logits.device)
-        steps.logits[:rows].copy_(logits)
-        torch.argmax(logits, dim=-1, out=steps.tokens[:rows])
+        d = self.drafter
+        hidden = run_draft_model(d, cad, tokens, draft_index=0)
+        self.steps.store_logits(d.model.compute_logits(hidden[self.sample_rows[:rows]]), rows)
 
     # -- capture ------------------------------------------------------------------------------
     def capture(self, sizes: list[int]) -> None:
@@ -195,8 +183,6 @@ class FirstPassGraphs:
         launches depend only on the sizes and bounds baked in."""
         from vllm.distributed.parallel_state import graph_capture
         from vllm.platforms import current_platform
-
-        from vllm_bass.worker.drafter.draft_graphs import _no_gc
 
         d = self.drafter
         if not self.graphs_supported():
