@@ -228,15 +228,9 @@ class BassDraftModelProposer(DraftModelProposer):
             if first_q is not None:
                 self._last_draft_probs = first_q.unsqueeze(1).contiguous()
             return first_tokens.view(-1, 1)
-        seq_lens = cad.seq_lens
-        if num_rejected_tokens_gpu is not None:
-            seq_lens = seq_lens - num_rejected_tokens_gpu  # as vLLM's loop (padded batch)
-        steps.load(batch, rows, self.positions[sampled_at], seq_lens, None, first_tokens,
-                   cad.max_seq_len)
-        probs = None if first_q is None else [first_q]
-        with record_function_or_nullcontext("bass_drafter: step graphs"):
-            return self._bass_draft_steps(steps, rows, batch, num_speculative_tokens,
-                                          [first_tokens], probs, sampling_metadata)
+        return self._bass_steps_after_first_pass(
+            steps, rows, batch, num_speculative_tokens, sampled_at, cad,
+            num_rejected_tokens_gpu, None, first_tokens, first_q, sampling_metadata)
 
     def _bass_propose_with_step_graphs(self, steps, rows, num_speculative_tokens,
                                        target_token_ids,
@@ -261,18 +255,26 @@ class BassDraftModelProposer(DraftModelProposer):
         self.num_speculative_tokens = num_speculative_tokens
         _, sampled_at, cad = self._bass_first_pass
         self._bass_first_pass = None
+        first_q = self._last_draft_probs
+        return self._bass_steps_after_first_pass(
+            steps, rows, batch, num_speculative_tokens, sampled_at, cad,
+            num_rejected_tokens_gpu, cad.block_table_tensor, first[:, 0],
+            None if first_q is None else first_q[:, 0], sampling_metadata)
+
+    def _bass_steps_after_first_pass(self, steps, rows, batch, num_speculative_tokens,
+                                     sampled_at, cad, num_rejected_tokens_gpu, block_table,
+                                     first_tokens, first_q, sampling_metadata) -> torch.Tensor:
+        """Load the step graphs' state from the first pass (`block_table` None: staged
+        already), then draft the remaining tokens one step-graph replay each."""
         seq_lens = cad.seq_lens
         if num_rejected_tokens_gpu is not None:
             seq_lens = seq_lens - num_rejected_tokens_gpu  # as vLLM's loop (padded batch)
-        first_tokens = first[:, 0]
-        steps.load(batch, rows, self.positions[sampled_at], seq_lens,
-                   cad.block_table_tensor, first_tokens, cad.max_seq_len)
-        tokens = [first_tokens]
-        first_q = self._last_draft_probs
-        probs = None if first_q is None else [first_q[:, 0]]
+        steps.load(batch, rows, self.positions[sampled_at], seq_lens, block_table,
+                   first_tokens, cad.max_seq_len)
+        probs = None if first_q is None else [first_q]
         with record_function_or_nullcontext("bass_drafter: step graphs"):
-            return self._bass_draft_steps(steps, rows, batch, num_speculative_tokens, tokens,
-                                          probs, sampling_metadata)
+            return self._bass_draft_steps(steps, rows, batch, num_speculative_tokens,
+                                          [first_tokens], probs, sampling_metadata)
 
     def _bass_draft_steps(self, steps, rows, batch, num_speculative_tokens, tokens, probs,
                           sampling_metadata) -> torch.Tensor:

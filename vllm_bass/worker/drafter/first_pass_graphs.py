@@ -52,7 +52,7 @@ class FirstPassGraphs:
         self.query_start_loc = torch.zeros(rows + 1, dtype=torch.int32, device=device)
         self.seq_lens = torch.zeros(rows, dtype=torch.int32, device=device)
         self.sample_rows = torch.zeros(rows, dtype=torch.int64, device=device)
-        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, int]] = {}  # tokens -> (graph, rows)
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}  # by token count (rows: rows_for)
         self.replays = 0  # passes that ran through a graph (tests, traces)
         self.eager = 0  # passes that ran the same forward eagerly (no graph of their size)
         self.fallbacks = 0  # passes that did not fit and ran vLLM's piecewise pass
@@ -104,8 +104,8 @@ class FirstPassGraphs:
             return None
         if not self.use_graphs:
             return num_tokens
-        for size, (_, rows) in self.graphs.items():
-            if size >= num_tokens and rows >= num_reqs:
+        for size in self.graphs:
+            if size >= num_tokens and self.rows_for(size, self.max_rows) >= num_reqs:
                 return size
         return None
 
@@ -137,9 +137,9 @@ class FirstPassGraphs:
     def run(self, num_tokens: int, padded: int, rows: int, cad) -> torch.Tensor:
         """The pass: returns the sampled rows' logits [rows, V] (greedy tokens in
         `steps.tokens[:rows]`)."""
-        entry = self.graphs.get(padded) if self.use_graphs else None
-        if entry is not None:
-            entry[0].replay()
+        graph = self.graphs.get(padded) if self.use_graphs else None
+        if graph is not None:
+            graph.replay()
             self.replays += 1
         else:  # eager: the real sizes, vLLM's host-side metadata of this pass
             self.eager += 1
@@ -213,7 +213,7 @@ class FirstPassGraphs:
                     with torch.cuda.graph(graph, pool=pool,
                                           stream=torch.cuda.current_stream()):
                         self._forward(tokens, rows, cad)
-                    self.graphs[tokens] = (graph, rows)
+                    self.graphs[tokens] = graph
                 torch.cuda.synchronize()
         except Exception:  # a graph we cannot capture costs speed, never the engine
             logger.exception("vllm-bass: capturing the drafter's first pass failed; it runs "
