@@ -118,7 +118,7 @@ case "${1:-}" in
     export VLLM_CUSTOM_SCOPES_FOR_PROFILING=1
     timeout "${VS_TIMEOUT:-480}" python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_prof" \
       --repeats 1 --timeout 290 --profile-dir "$W/prof" $VS_ARGS 2>&1 | tee "$W/vs_prof.log"
-    timeout 100 python3 benchmarks/e2e/profile_summary.py "$W/prof" \
+    timeout "${SUMMARY_TIMEOUT:-100}" python3 benchmarks/e2e/profile_summary.py "$W/prof" \
       --out "$OUT/profile_summary.json" 2>&1 | tee "$W/profile_summary.log"
     cp "$W/vs_prof.json" "$OUT/" 2>/dev/null
     find "$W/prof" -name "*.pt.trace.json*" -size +20M -delete

@@ -98,3 +98,26 @@ def test_kernels_belong_to_the_step_and_phase_that_launched_them():
     assert g["gpu_ms"]["phase forward"] == pytest.approx(0.03)
     assert g["gpu_ms"]["phase draft"] == pytest.approx(0.01)
     assert g["gpu_ms"]["attention"] == pytest.approx(0.03)
+
+
+def test_blocking_sites_name_the_code_that_waited():
+    from benchmarks.e2e.profile_summary import blocking_sites
+
+    events = [
+        _ev("user_annotation", "gpu_model_runner: preprocess", 0, 1000),
+        _ev("python_function", "runner.py(10): _prepare_inputs", 10, 900),
+        _ev("python_function", "batch.py(20): refresh", 20, 500),
+        _ev("cuda_runtime", "cudaEventSynchronize", 30, 400),
+        _ev("cuda_runtime", "cudaEventSynchronize", 600, 100),   # outside refresh
+        _ev("cuda_runtime", "cudaEventSynchronize", 700, 10),    # too short to count
+        _ev("cuda_runtime", "cudaEventSynchronize", 30, 400, tid=2),  # another thread
+        _ev("cuda_runtime", "cudaLaunchKernel", 40, 400),        # not blocking
+    ]
+    sites = blocking_sites(events)
+    inner = ("cudaEventSynchronize | gpu_model_runner: preprocess | "
+             "batch.py(20): refresh < runner.py(10): _prepare_inputs")
+    outer = "cudaEventSynchronize | gpu_model_runner: preprocess | runner.py(10): _prepare_inputs"
+    assert sites[inner] == {"count": 1, "ms": 0.4}
+    assert sites[outer] == {"count": 1, "ms": 0.1}
+    assert sites["cudaEventSynchronize | - | "] == {"count": 1, "ms": 0.4}
+    assert len(sites) == 3

@@ -49,7 +49,15 @@ def _child(mode: str, batch: int, steps: int, out: str) -> None:
 
     register()
     kwargs = base_engine_kwargs(max_num_seqs=batch)
-    if mode != "plain":
+    if mode == "bass_fixed1":  # one draft token every step: BASS's verification path
+        kwargs["speculative_config"] = bass_spec(num_speculative_tokens=1,
+                                                 draft_length_policy="fixed", auto_off=False)
+    elif mode == "vllm_k1":  # vLLM's own draft_model speculation, same draft
+        from support.isolated_engine import DRAFT
+
+        kwargs["speculative_config"] = {"method": "draft_model", "model": DRAFT,
+                                        "num_speculative_tokens": 1}
+    elif mode != "plain":
         kwargs["speculative_config"] = bass_spec(num_speculative_tokens=8)
     llm = LLM(**kwargs)
     prompts = [f"def f{i}(x):\n    return" for i in range(batch)]
@@ -61,6 +69,7 @@ def _child(mode: str, batch: int, steps: int, out: str) -> None:
     llm.generate(prompts, params, use_tqdm=False)
     profile.disable()
     wall = time.perf_counter() - start
+    profile.dump_stats(out + ".prof")  # the whole profile, for diffing the two modes
     stats = pstats.Stats(profile).stats
     funcs = {}
     for label, suffix, name in WATCHED:
@@ -74,6 +83,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--steps", type=int, default=64)
+    ap.add_argument("--modes", default="plain,bass_off",
+                    help="of plain, bass_off, bass_fixed1 (BASS drafting one token every "
+                    "step), vllm_k1 (vLLM's draft_model, K=1)")
     ap.add_argument("--out", default="benchmarks/results/host_overhead")
     ap.add_argument("--child", nargs=3, metavar=("MODE", "BATCH", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -82,7 +94,7 @@ def main() -> None:
         _child(mode, int(batch), args.steps, out)
         return
     results = {}
-    for mode in ("plain", "bass_off"):  # one process each: vLLM keeps global state
+    for mode in args.modes.split(","):  # one process each: vLLM keeps global state
         path = f"{args.out}_{mode}.tmp.json"
         subprocess.run([sys.executable, __file__, "--steps", str(args.steps), "--child", mode,
                         str(args.batch), path], check=True, stdout=subprocess.DEVNULL,
@@ -97,15 +109,15 @@ def main() -> None:
     summary = {"device": device, "batch": args.batch, "steps": args.steps, "results": results,
                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     Path(args.out + ".json").write_text(json.dumps(summary, indent=1))
-    lines = [f"# Host time of an off-step vs a plain step ({device}, batch {args.batch}, "
-             f"{args.steps} steps, in-process engine under cProfile)", "",
-             "| | plain | BASS, speculation off |", "|---|---|---|",
-             f"| ms per step | {results['plain']['ms_per_step']:.2f} | "
-             f"{results['bass_off']['ms_per_step']:.2f} |"]
+    modes = list(results)
+    lines = [f"# Host time per step ({device}, batch {args.batch}, {args.steps} steps, "
+             "in-process engine under cProfile)", "",
+             "| | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes),
+             "| ms per step | " + " | ".join(f"{results[m]['ms_per_step']:.2f}"
+                                          for m in modes) + " |"]
     for label, _, _ in WATCHED:
-        a = results["plain"]["functions_ms_per_step"][label]
-        b = results["bass_off"]["functions_ms_per_step"][label]
-        lines.append(f"| {label} (ms/step, cumulative) | {a:.3f} | {b:.3f} |")
+        lines.append(f"| {label} (ms/step, cumulative) | " + " | ".join(
+            f"{results[m]['functions_ms_per_step'][label]:.3f}" for m in modes) + " |")
     Path(args.out + ".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

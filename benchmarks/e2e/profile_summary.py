@@ -175,6 +175,39 @@ def by_step_shape(events: list[dict]) -> dict:
     return out
 
 
+def blocking_sites(events: list[dict], min_us: float = 50.0, top: int = 12) -> dict:
+    """Where the host blocks: each blocking runtime call of at least `min_us` (event and
+    stream syncs, copies that waited) with the innermost host annotation and Python frames
+    around it on its thread (frames only when traced with stacks), totalled by site."""
+    enclosers = collections.defaultdict(list)  # tid -> (start, end, cat, name)
+    blocks = []
+    for ev in events:
+        if ev.get("ph") != "X" or "dur" not in ev:
+            continue
+        cat, ts, dur = ev.get("cat", ""), float(ev["ts"]), float(ev["dur"])
+        if cat in ("user_annotation", "python_function"):
+            enclosers[ev.get("tid")].append((ts, ts + dur, cat, ev.get("name", "")))
+        elif (cat in ("cuda_runtime", "cuda_driver") and dur >= min_us
+              and any(ev.get("name", "").startswith(b) for b in BLOCKING)):
+            blocks.append((ev.get("tid"), ts, ts + dur, ev["name"]))
+    for rows in enclosers.values():
+        rows.sort()
+    starts = {tid: [r[0] for r in rows] for tid, rows in enclosers.items()}
+    sites = collections.defaultdict(lambda: [0, 0.0])
+    for tid, b0, b1, name in blocks:
+        rows = enclosers.get(tid, [])
+        i = bisect.bisect_right(starts.get(tid, []), b0)
+        around = sorted((r for r in rows[max(0, i - 3000):i] if r[0] <= b0 and r[1] >= b1),
+                        key=lambda r: r[1] - r[0])
+        frames = [r[3] for r in around if r[2] == "python_function"][:4]
+        note = next((r[3] for r in around if r[2] == "user_annotation"), "-")
+        key = f"{name} | {note} | " + " < ".join(frames)
+        sites[key][0] += 1
+        sites[key][1] += b1 - b0
+    return {k: {"count": c, "ms": round(t / 1e3, 3)} for k, (c, t) in sorted(
+        sites.items(), key=lambda kv: -kv[1][1])[:top]}
+
+
 def summarise(trace_path: Path) -> dict:
     with gzip.open(trace_path, "rt") if trace_path.suffix == ".gz" else open(trace_path) as fh:
         events = json.load(fh)["traceEvents"]
@@ -244,6 +277,7 @@ def summarise(trace_path: Path) -> dict:
             families.items(), key=lambda kv: -kv[1])},
         "top_kernels": [{"name": k[:120], "count": c, "ms": round(t / 1e3, 3)}
                         for k, (c, t) in sorted(kernels.items(), key=lambda kv: -kv[1][1])[:25]],
+        "blocking_sites": blocking_sites(events),
         "blocking_runtime": {k: {"count": c, "ms": round(t / 1e3, 3)}
                              for k, (c, t) in runtime.items()
                              if any(k.startswith(b) for b in BLOCKING)},
@@ -282,6 +316,8 @@ def main() -> None:
         print("   idle by host phase:", summary["idle_by_host_phase_ms"])
         print("   kernel families:", summary["kernel_families_ms"])
         print("   blocking:", summary["blocking_runtime"], "launches:", summary["launches"])
+        for site, v in summary["blocking_sites"].items():
+            print(f"   blocks {v['count']:5d} {v['ms']:9.2f} ms  {site}")
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1))
 

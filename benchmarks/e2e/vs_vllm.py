@@ -83,10 +83,20 @@ FIRST_PASS_AB = "_vllm_first_pass"
 EXTRA_SYSTEMS.update({f"{name}{FIRST_PASS_AB}": extra for name, extra in list(
     EXTRA_SYSTEMS.items()) if name.startswith("bass_fixed") and "noknee" not in name})
 EXTRA_SYSTEMS[f"bass_default{FIRST_PASS_AB}"] = {}
+# BASS that drafts once and is then off for good (the test aid's forced off-cycle): what
+# BASS's off-steps cost against plain decoding, the floor auto-off falls back to
+EXTRA_SYSTEMS["bass_off"] = {}
+# plain decoding on vLLM's V1 model runner, the one every draft_model engine (vLLM's and
+# BASS) runs on; vLLM 0.27.1 runs plain decoding of Llama on its V2 runner by default
+PLAIN_SYSTEMS = ("plain", "plain_v1")
 
 
 def system_env(system: str) -> dict:
     """Environment a system's engine runs under (beside the benchmark's own)."""
+    if system == "bass_off":
+        return {"VLLM_BASS_TEST_OFF_CYCLE": f"1,{10 ** 9}"}
+    if system == "plain_v1":
+        return {"VLLM_USE_V2_MODEL_RUNNER": "0"}
     return {"VLLM_BASS_FIRST_PASS_GRAPHS": "0"} if system.endswith(FIRST_PASS_AB) else {}
 
 
@@ -136,7 +146,7 @@ def engine_kwargs(system: str, target: str, draft: str, max_model_len: int,
         elif extra:
             spec.update(extra)
         kwargs["speculative_config"] = spec
-    elif system != "plain":
+    elif system not in PLAIN_SYSTEMS:
         raise SystemExit(f"unknown system {system!r}; known: {SYSTEMS + list(EXTRA_SYSTEMS)}")
     return kwargs
 
@@ -264,7 +274,7 @@ def _profiled_run(llm, spec: dict, acceptance: str, batch: int, run) -> None:
 
 def acceptance_for(system: str, settings: list[str]) -> list[str]:
     """BASS runs the per-request process under `mixavg` as under `mix`: measured once."""
-    if system == "plain":
+    if system in PLAIN_SYSTEMS:
         return ["-"]
     if system.startswith("vllm_k"):
         return list(settings)
@@ -290,7 +300,7 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
     if args.profile_dir:  # vLLM's torch profiler, started around the chosen runs only
         spec["engine"]["profiler_config"] = {
             "profiler": "torch", "torch_profiler_dir": args.profile_dir,
-            "torch_profiler_with_stack": False, "ignore_frontend": True}
+            "torch_profiler_with_stack": args.profile_with_stack, "ignore_frontend": True}
     with tempfile.TemporaryDirectory() as tmp:
         spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "out.json")
         spec_path.write_text(json.dumps(spec))
@@ -499,6 +509,8 @@ def main() -> None:
                    help="diagnosis: after timing, one more run of --profile-batches x "
                    "--profile-acceptance under vLLM's torch profiler (traces here)")
     p.add_argument("--profile-batches", default="")
+    p.add_argument("--profile-with-stack", action="store_true",
+                   help="Python stacks in the traces (profile_summary's blocking sites)")
     p.add_argument("--profile-acceptance", default="0.8")
     args = p.parse_args()
     args.profile_batches = [int(b) for b in args.profile_batches.split(",") if b]
@@ -522,7 +534,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             folders = model_folders(Path(tmp))
             for system in args.systems.split(","):
-                for draft in (args.drafts.split(",") if system != "plain" else ["-"]):
+                for draft in (args.drafts.split(",") if system not in PLAIN_SYSTEMS
+                              else ["-"]):
                     t0 = time.perf_counter()
                     res = run_system(system, draft if draft != "-" else "4x1024", folders,
                                      args, log_dir)
