@@ -64,6 +64,10 @@ FEW_STEPS = 3  # a shape seen this often or less is judged against the other sha
 RARE_FACTOR = 2.0  # ... and, once the gross stalls are out, this far above it is a stall
 HUBER_K = 1.5  # residuals beyond this many robust standard deviations weigh less
 HUBER_ITERATIONS = 3
+# ... and their robust scale is at least this share of the median step: step times that
+# follow the law (nearly) exactly have a median residual of ~0, and without a floor every
+# weight collapsed while the ridge kept its strength, pulling the fit toward the prior
+HUBER_MIN_SCALE = 0.01
 PRIOR_COSTS = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.01,
                             draft_pass=0.05)
 
@@ -246,9 +250,10 @@ class StepCostEstimator:
         # Huber reweighting: step times under async scheduling are heavy-tailed (GC, late
         # host work, smaller stalls than stall_mask's 4x); a few 1.5-3x steps of one shape
         # moved the fitted cost per draft step by a factor of 2-6 (session 9's H100 trace)
+        floor = HUBER_MIN_SCALE * float(np.median(ys[keep])) + 1e-12
         for _ in range(HUBER_ITERATIONS):
             residual = np.abs(ys - xs @ theta)
-            scale = 1.4826 * float(np.median(residual[keep])) + 1e-9
+            scale = max(1.4826 * float(np.median(residual[keep])), floor)
             theta = ridge_fit(keep, np.minimum(1.0, HUBER_K * scale / np.maximum(residual,
                                                                                   1e-12)))
         return theta
