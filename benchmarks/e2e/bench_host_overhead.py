@@ -57,8 +57,10 @@ def _child(mode: str, batch: int, steps: int, out: str) -> None:
 
         kwargs["speculative_config"] = {"method": "draft_model", "model": DRAFT,
                                         "num_speculative_tokens": 1}
-    elif mode != "plain":
+    elif mode == "bass_off":
         kwargs["speculative_config"] = bass_spec(num_speculative_tokens=8)
+    elif mode != "plain":
+        raise SystemExit(f"unknown mode {mode!r}: plain, bass_off, bass_fixed1 or vllm_k1")
     llm = LLM(**kwargs)
     prompts = [f"def f{i}(x):\n    return" for i in range(batch)]
     params = SamplingParams(temperature=0, max_tokens=steps, ignore_eos=True)

@@ -147,7 +147,8 @@ def engine_kwargs(system: str, target: str, draft: str, max_model_len: int,
             spec.update(extra)
         kwargs["speculative_config"] = spec
     elif system not in PLAIN_SYSTEMS:
-        raise SystemExit(f"unknown system {system!r}; known: {SYSTEMS + list(EXTRA_SYSTEMS)}")
+        raise SystemExit(f"unknown system {system!r}; known: "
+                         f"{SYSTEMS + list(EXTRA_SYSTEMS) + ['plain_v1']}")
     return kwargs
 
 
