@@ -125,11 +125,13 @@ def test_per_request_lengths_are_ragged_in_the_verification(async_scheduling):
     from vllm_bass.policy.cost_model import StepCostModel
 
     sched = _scheduler(async_scheduling, draft_length_policy="per_request",
-                       num_speculative_tokens=8)
+                       num_speculative_tokens=8, max_num_seqs=2)
     # a verified token costs 5% of a plain step (a GPU-bound step): drafting for the
     # sequence that never accepts would cost more than any uniform_plan_margin
     sched.bass_costs.model_for = lambda batch: StepCostModel(1.0, 0.12, 0.05, 0.05)
-    for r in ("good", "bad"):
+    # a third request waits: the batch is open, so every token counts (a closed one would
+    # plan for its end, which "bad" sets whatever "good" drafts)
+    for r in ("good", "bad", "queued"):
         _add(sched, r)
     log = _run(sched, 30, accepted={"good": 99, "bad": 0})
     # (a request planned no draft drafts one token now and then, which re-measures it; one
@@ -369,11 +371,12 @@ def test_per_request_state_stays_bounded_over_many_requests(async_scheduling, po
 
 
 @pytest.mark.parametrize("async_scheduling", [False, True])
-def test_remaining_tokens_weigh_only_when_the_batch_cannot_be_refilled(async_scheduling):
-    """per_request weighs a request's draft by the tokens it has left only while nothing
-    waits: a closed batch is done with its longest request, but with requests queued one
-    that finishes early admits the next (in an open-loop simulation at batch 256 the
-    weights left 15% of the requests undrafted and cost 1-1.5% of the token rate)."""
+def test_closed_batch_plans_only_when_the_batch_cannot_be_refilled(async_scheduling):
+    """per_request plans for the batch's finish (`closed_batch_cap`, from the tokens each
+    request has left) only while nothing waits: a closed batch is done with its slowest
+    request, but with requests queued one that finishes early admits the next (in an
+    open-loop simulation at batch 256, session 18's remaining-token weights left 15% of the
+    requests undrafted and cost 1-1.5% of the token rate)."""
     sched = _scheduler(async_scheduling, draft_length_policy="per_request", max_num_seqs=2)
     for rid, tokens in (("a", 50), ("b", 10), ("c", 10)):
         _add(sched, rid, max_tokens=tokens)
@@ -386,3 +389,4 @@ def test_remaining_tokens_weigh_only_when_the_batch_cannot_be_refilled(async_sch
     _run(sched, 2, accepted)
     remaining = sched.bass_policy.remaining
     assert set(remaining) == {"a", "b"} and remaining["a"] > remaining["b"] > 0
+    assert 0.0 <= sched.bass_policy.per_request_share < 1.0

@@ -122,7 +122,7 @@ class BassConfig:
     # draft, alpha 0.8): steps of one shape took 14.1 / 21.6 ms at batch 64 / 128 under
     # per-request plans and 12.6 / 20.2 under fixed K=3 (cause not found: the scheduler's
     # host time differs by <= 0.45 ms), but the closed-batch simulation loses 4-6% with 0.1
-    # (the remaining-token weights of ragged plans help the stragglers), and a mix run with
+    # (session 10, with the remaining-token weights then in use), and a mix run with
     # 0.1 took 21-54% off-steps; not the default until an A/B on one machine says so.
     uniform_plan_margin: float = 0.0
     # per_request: while the step-cost fit has seen one draft length only for a batch size,

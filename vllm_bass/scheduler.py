@@ -190,13 +190,16 @@ class BassScheduler(Scheduler):
         if hasattr(policy, "token_budget"):
             policy.token_budget = budget
         if hasattr(policy, "remaining"):
-            # a batch that cannot be refilled is done with its longest request, so a
-            # request's tokens weigh by what it has left (`remaining_weights`); with requests
-            # waiting, one that finishes early admits the next, and every token counts alike
+            # a batch that cannot be refilled is done with its slowest request, so its plan
+            # minimises the time until then (`closed_batch_cap`); with requests waiting, one
+            # that finishes early admits the next, and every token counts alike
             requests = self.requests
-            policy.remaining = None if (self.waiting or self.skipped_waiting) else {
+            closed = not (self.waiting or self.skipped_waiting)
+            policy.remaining = {
                 r: requests[r].max_tokens - requests[r].num_output_tokens
-                for r in req_ids if r in requests}
+                for r in req_ids if r in requests} if closed else None
+            if closed:
+                policy.per_request_share = self.bass_costs.per_request_share(len(req_ids))
         plan = policy.plan(req_ids) if req_ids else self.bass_plan
         if req_ids and budget is not None:
             estimates = getattr(policy, "estimates", None)

@@ -1,6 +1,6 @@
 """Closed batches without a device: the real BASS scheduler (policy, cost model, auto-off,
 token budget) against a simulated H100 whose step time follows the law fitted to the
-session-9 H100 traces of the 7B-shape pair (4x1024 draft), with per-request geometric
+session-18 H100 trace of the 7B-shape pair (4x1024 draft), with per-request geometric
 acceptance. One batch of `batch` requests, 128 new tokens each, no replacements: the
 makespan is what `vs_vllm.py` measures (ms/token = batch wall time / tokens per request),
 so this is where the tail of a closed batch (stragglers, long drafts for a few requests)
@@ -29,13 +29,14 @@ MIX_PATTERN = (0.9, 0.6, 0.9, 0.3)  # as vs_vllm.py: request i draws MIX_PATTERN
 
 
 def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int) -> float:
-    """Least-squares fit over ~9000 decode steps of the session-9 H100 traces (calls 6 and 7,
-    BASS default, batch 1-256; median abs. residual 1.6 ms): a plain step is 6.3 ms + 0.053
-    ms per request; drafting at all adds 1.6 ms + 0.015 ms per request (the first pass),
-    each draft step 0.11 + 0.001 ms per request, each verified draft token 0.015 ms."""
-    ms = 6.3 + 0.053 * batch + 0.015 * verify_tokens
+    """Robust least-squares fit over the 4057 decode steps of session 18's call-1 H100 trace
+    (BASS default, 4x1024 draft, alpha 0.3 and the mix, batch 1-256, drafter graphs;
+    `session18/traces_call1.tgz`; median abs. residual 0.5 ms): a plain step is 5.68 ms +
+    0.049 ms per request; drafting at all adds 0.55 ms + 0.006 ms per request (the first
+    pass), each draft step 0.17 + 0.0036 ms per request, each verified draft token 0.0072 ms."""
+    ms = 5.68 + 0.049 * batch + 0.0072 * verify_tokens
     if draft_steps:
-        ms += 1.6 + 0.015 * batch + draft_steps * (0.11 + 0.001 * batch)
+        ms += 0.55 + 0.006 * batch + draft_steps * (0.17 + 0.0036 * batch)
     return ms
 
 

@@ -3,7 +3,9 @@ BASS scheduler (async) in closed loop against a cost law taken from the H100 med
 session 18's call 1 (4x1024 draft: off-step and one-token-draft step times at batch 64 / 128
 / 256), geometric acceptance, +-15% step-time scatter, finished requests replaced at once (an
 open loop, as a loaded server). Token rate over plain decoding for per_request with
-auto-off, the same without remaining-token weights, and fixed K=1.
+auto-off and fixed K=1. (Session 18's run also had per_request without the remaining-token
+weights; those weights are gone since session 19: a closed batch plans for its end,
+`PerRequestDraftLength.closed_batch_cap`, and an open one, as here, counts every token.)
 
     python benchmarks/e2e/sim_marginal.py --out benchmarks/results/session18/sim_marginal
 """
@@ -52,24 +54,15 @@ def main() -> None:
     ap.add_argument("--jitter", type=float, default=0.15)
     args = ap.parse_args()
     import tests.test_scheduler as sim
-    import vllm_bass.policy.per_request as per_request
-
-    variants = {"per_request": ("per_request", 7, True, None),
-                "per_request_no_weights": ("per_request", 7, True, 0.0),
-                "fixed_k1": ("fixed", 1, False, None)}
+    variants = {"per_request": ("per_request", 7, True),
+                "fixed_k1": ("fixed", 1, False)}
     rows = []
     for batch in (int(b) for b in args.batches.split(",")):
         for alpha in (float(a) for a in args.alphas.split(",")):
             row = {"batch": batch, "alpha": alpha, "cost_law": cost_law(batch)}
-            for name, (policy, k, auto_off, power) in variants.items():
-                saved = per_request.REMAINING_POWER
-                if power is not None:
-                    per_request.REMAINING_POWER = power
-                try:
-                    runs = [rate(sim, batch, alpha, policy, k, auto_off, seed, args.steps,
-                                 args.jitter) for seed in range(args.seeds)]
-                finally:
-                    per_request.REMAINING_POWER = saved
+            for name, (policy, k, auto_off) in variants.items():
+                runs = [rate(sim, batch, alpha, policy, k, auto_off, seed, args.steps,
+                             args.jitter) for seed in range(args.seeds)]
                 row[name] = statistics.mean(runs)
             rows.append(row)
             print(row, flush=True)

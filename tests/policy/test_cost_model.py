@@ -238,3 +238,22 @@ def test_exploration_prices_longer_drafts_the_prior_would_misprice():
     assert one.model_for(32).per_draft_step > 4 * true_step
     # (the ridge toward the prior keeps a little of its shape)
     assert true_step / 2 < explored.model_for(32).per_draft_step < 2 * true_step
+
+
+def test_per_request_share_follows_the_plain_step_across_batch_sizes():
+    """A plain step of 5 ms + 0.05 ms per request, fitted in two buckets: the share of a
+    step that grows with the batch is c n / (a0 + c n); the prior's before that."""
+    from vllm_bass.policy.cost_model import PER_REQUEST_SLOPE_PRIOR
+
+    est = StepCostEstimator()
+    prior = PER_REQUEST_SLOPE_PRIOR * 64 / (1 + PER_REQUEST_SLOPE_PRIOR * 64)
+    assert est.per_request_share(64) == pytest.approx(prior)
+    rng = np.random.default_rng(0)
+    for _ in range(80):
+        for batch in (16, 64):
+            drafted = int(rng.integers(0, 4))
+            ms = 5.0 + 0.05 * batch + (0.5 + 0.2 * drafted if drafted else 0.0)
+            est.observe(batch, drafted, drafted * batch, ms / 1e3)
+    for batch in (16, 64, 256):
+        assert est.per_request_share(batch) == pytest.approx(
+            0.05 * batch / (5.0 + 0.05 * batch), abs=0.03)

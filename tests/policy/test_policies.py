@@ -288,7 +288,7 @@ def test_per_request_explores_longer_drafts_while_the_fit_saw_one_length():
     ids = ["a", "b", "c"]
     assert not BassConfig(draft_model="d").explore_draft_lengths  # off by default (s14)
     p = policy(explore_draft_lengths=True)
-    p.choose_lengths = lambda alphas, weights=None: [1, 1, 4]
+    p.choose_lengths = lambda alphas, remaining=None: [1, 1, 4]
     p.explore_lengths = True
     seen = [p.plan(ids).per_request for _ in range(2 * EXPLORE_INTERVAL)]
     explored = [i for i, plan in enumerate(seen) if plan != dict(zip(ids, [1, 1, 4]))]
@@ -303,7 +303,69 @@ def test_per_request_explores_longer_drafts_while_the_fit_saw_one_length():
     assert all(p.plan(ids).per_request == dict(zip(ids, [1, 1, 4]))
                for _ in range(3 * EXPLORE_INTERVAL))
     off = policy(explore_draft_lengths=False)
-    off.choose_lengths = lambda alphas, weights=None: [1, 1, 4]
+    off.choose_lengths = lambda alphas, remaining=None: [1, 1, 4]
     off.explore_lengths = True
     assert all(off.plan(ids).per_request == dict(zip(ids, [1, 1, 4]))
                for _ in range(3 * EXPLORE_INTERVAL))
+
+
+def _closed(k=16, share=0.0, cost=None):
+    p = PerRequestDraftLength(
+        BassConfig(draft_model="d", num_speculative_tokens=k, draft_length_policy="per_request"),
+        cost or StepCostModel(base=1.0, per_draft_step=0.03, per_verify_token=0.001,
+                              draft_pass=0.1))
+    p.per_request_share = share
+    return p
+
+
+def test_a_closed_batch_drafts_for_its_slowest_requests():
+    """A closed batch of six alpha-0.9 requests and two alpha-0.3 ones, step time flat in
+    the batch (share 0, batch 8 on the H100): the batch ends when the 0.3s do, and long
+    drafts for the 0.9s only lengthen every step until then. Tokens per second would draft
+    long for the 0.9s; the closed plan keeps the longest draft near what the 0.3s want."""
+    alphas = [0.9] * 6 + [0.3] * 2
+    p = _closed()
+    open_lengths = p.best_lengths(alphas)
+    assert max(open_lengths) >= 8
+    cap = p.closed_batch_cap(alphas, [128] * 8)
+    assert 1 <= cap <= 3
+    lengths = p.choose_lengths(alphas, [128] * 8)
+    assert max(lengths) == cap and min(lengths) >= 1
+
+    def makespan(length):  # expected steps of the slowest times the step's cost
+        r = (1 - 0.3 ** (length + 1)) / (1 - 0.3)
+        return p.cost.time_for(length, 8 * length) * 128 / r
+    assert makespan(cap) == min(makespan(k) for k in range(17))
+
+
+def test_a_closed_batch_that_shrinks_drafts_for_its_fast_requests():
+    """Where most of a step's time grows with the batch (share 0.7, batch 256 on the H100),
+    the fast requests finishing early shrinks every later step: the closed plan drafts even
+    though its slowest requests alone would not pay for drafting."""
+    cost = StepCostModel(base=1.0, per_draft_step=0.06, per_verify_token=0.0004,
+                         draft_pass=0.2)  # one drafted token for all: 1.36 plain steps
+    alphas = [0.9, 0.6, 0.9, 0.3] * 64
+    flat, shrinking = _closed(cost=cost, share=0.0), _closed(cost=cost, share=0.7)
+    assert flat.closed_batch_cap([0.3] * 256, [128] * 256) == 0
+    assert shrinking.closed_batch_cap(alphas, [128] * 256) >= 2
+    assert shrinking.closed_batch_cap(alphas, [128] * 256) > flat.closed_batch_cap(
+        alphas, [128] * 256)
+
+
+def test_a_closed_batch_of_alike_requests_plans_as_tokens_per_second():
+    """Requests alike in acceptance and tokens left finish together: the batch's time is
+    one request's, so the closed plan's longest draft is the token-rate optimum's."""
+    for alpha in (0.3, 0.6, 0.8, 0.95):
+        for share in (0.0, 0.7):
+            p = _closed(share=share)
+            assert p.closed_batch_cap([alpha] * 16, [100] * 16) == max(
+                p.best_lengths([alpha] * 16)), (alpha, share)
+
+
+def test_a_request_nearly_done_does_not_set_the_closed_cap():
+    """The slow request with 2 tokens left is done in a step or two: the cap follows the
+    fast requests, which now set the batch's end."""
+    p = _closed()
+    alphas = [0.9] * 7 + [0.3]
+    assert p.closed_batch_cap(alphas, [100] * 8) <= 3
+    assert p.closed_batch_cap(alphas, [100] * 7 + [2]) >= 8

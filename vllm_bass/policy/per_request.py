@@ -11,9 +11,15 @@ the ragged lengths by Dinkelbach iteration (a few passes over batch x K). Auto-o
 the optimum (length 0 when a draft token does not pay; all zeros turn the batch off), with a
 probing step of length 1 after 16 consecutive off-steps, the interval doubling after each
 rejected probe (`auto_off.ProbeSchedule`).
+
+A closed batch (no request waits, so none takes a finished one's place) is done when its
+slowest request is: there the longest draft is the one that minimises the batch's expected
+remaining time (`closed_batch_cap`), and the ragged lengths are chosen within it.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -25,7 +31,6 @@ from vllm_bass.policy.policies import (DraftLengthPolicy, DraftPlan, Verified,
 
 __all__ = ["PerRequestDraftLength", "StepCostModel"]
 
-REMAINING_POWER = 1.0
 SEQUENCE_PROBE_INTERVAL = 4  # drafting steps a request sits out before a one-token draft
 # Length exploration: while the cost fit has seen only one draft length for this batch size
 # (`StepCostEstimator.lengths_unvaried`), every EXPLORE_INTERVAL-th drafting step drafts
@@ -59,9 +64,13 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self._last_lengths: list[int] = []
         self._last_speedup = 1.0
         self._undrafted: dict[str, int] = {}  # consecutive drafting steps a request sat out
-        # tokens each request may still emit (max_tokens - output; the scheduler sets it
-        # every step; None: unknown, every token weighs the same)
+        # tokens each request may still emit (max_tokens - output) while the batch is closed
+        # (no request waits); the scheduler sets it every step, None otherwise
         self.remaining: dict[str, int] | None = None
+        # share of a step's time that grows with the batch (the scheduler sets it from the
+        # cost fits, `StepCostEstimator.per_request_share`): how much a closed batch gains
+        # when a request finishes
+        self.per_request_share = 0.5
         # the scheduler sets it every step: the cost fit has seen one draft length only
         self.explore_lengths = False
         self.explore_enabled = bool(bass_config.explore_draft_lengths)
@@ -123,16 +132,64 @@ class PerRequestDraftLength(DraftLengthPolicy):
             return lengths
         return longer
 
-    def remaining_weights(self, req_ids: list[str]) -> list[float] | None:
-        """(remaining_i / max remaining) ** REMAINING_POWER: the batch is done when its
-        longest request is, so tokens of a request far ahead shorten nothing."""
-        if self.remaining is None or REMAINING_POWER == 0 or len(req_ids) < 2:
-            return None
-        rem = np.array([max(1, self.remaining.get(r, 1)) for r in req_ids], dtype=np.float64)
-        w = (rem / rem.max()) ** REMAINING_POWER
-        return None if bool((w >= 0.999).all()) else [round(float(x), 2) for x in w]
+    def closed_batch_cap(self, alphas: list[float], remaining: list[int]) -> int:
+        """The longest draft L (0: off) of a closed batch: the L that minimises the batch's
+        expected remaining time if every request drafted L tokens from now on,
+            T(L) * sum_k (s_(k) - s_(k-1)) * (1 - phi + phi * alive_k / n),
+        s_i = remaining_i / (expected tokens per step of request i at L), sorted; phi the
+        share of a step that grows with the batch (`per_request_share`): the makespan is set
+        by the slowest requests, and the others' tokens count only by how much sooner they
+        leave the batch. Maximising tokens per second instead drafted long for a closed
+        mix's alpha-0.9 half while its alpha-0.3 quarter set the time: in closed-batch
+        simulation of the H100 step law (`benchmarks/e2e/sim_closed_batch.py`), batch 8,
+        1.09x plain against 1.15x (8 seeds; docs/history.md, session 19)."""
+        n = len(alphas)
+        alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 0.999)
+        rem = np.maximum(np.asarray(remaining, dtype=np.float64), 1.0)
+        phi = min(max(float(self.per_request_share), 0.0), 1.0)
+        alive = 1.0 - phi + phi * (n - np.arange(n)) / n
+        room = self._draft_room(n)
+        best, best_time = 0, math.inf
+        for length in range(0, self.k_max + 1):
+            if room is not None and length * n > room:
+                break
+            steps = np.sort(rem * (1.0 - alpha) / (1.0 - alpha ** (length + 1)))
+            time = (self.cost.time_for(length, length * n)
+                    * float((np.diff(steps, prepend=0.0) * alive).sum()))
+            if time < best_time * (1.0 - 1e-9):
+                best, best_time = length, time
+        return best
 
-    def best_lengths(self, alphas: list[float], weights: list[float] | None = None) -> list[int]:
+    def lengths_within(self, alphas: list[float], cap: int) -> list[int]:
+        """Ragged lengths under a longest draft of `cap`: each sequence drafts the positions
+        whose expected gain beats a verified token's cost at the plan's rate (Dinkelbach at
+        a fixed cap), so a draft that is hardly accepted does not fill the cap."""
+        n = len(alphas)
+        if cap <= 0 or n == 0:
+            return [0] * n
+        cost = self.cost
+        alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 1.0)
+        gains = alpha[:, None] ** np.arange(1, cap + 1)[None, :]
+        expected = np.concatenate([np.zeros((n, 1)), np.cumsum(gains, axis=1)], axis=1)
+        rows = np.arange(n)
+        lengths = np.full(n, cap)
+        room = self._draft_room(n)
+        rate = (n + expected[:, cap].sum()) / cost.time_for(cap, cap * n)
+        for _ in range(8):
+            new = (gains > rate * cost.per_verify_token).sum(axis=1)
+            if room is not None and new.sum() > room:
+                new = keep_best_positions(gains, new, room)
+            if not new.any():
+                break
+            lengths = new
+            new_rate = ((n + expected[rows, lengths].sum())
+                        / cost.time_for(int(lengths.max()), int(lengths.sum())))
+            if abs(new_rate - rate) < 1e-12:
+                break
+            rate = new_rate
+        return [int(x) for x in lengths]
+
+    def best_lengths(self, alphas: list[float]) -> list[int]:
         """argmax over ragged lengths of (sum_i 1 + E_i(l_i)) / T(l) (Dinkelbach on lambda).
 
         For a fixed cap on the longest draft and a rate lambda, sequence i takes every draft
@@ -144,19 +201,16 @@ class PerRequestDraftLength(DraftLengthPolicy):
             return []
         cost = self.cost
         alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 1.0)
-        weight = (np.ones(n) if weights is None
-                  else np.clip(np.asarray(weights, dtype=np.float64), 1e-3, 1.0))
-        # P(j drafts accepted), each sequence's tokens weighted by how much they shorten the
-        # batch (`remaining_weights`)
-        gains = weight[:, None] * alpha[:, None] ** np.arange(1, self.k_max + 1)[None, :]
+        # P(j drafts accepted)
+        gains = alpha[:, None] ** np.arange(1, self.k_max + 1)[None, :]
         expected = np.concatenate([np.zeros((n, 1)), np.cumsum(gains, axis=1)], axis=1)
-        worth = float(weight.sum())  # one step's weighted tokens without drafts
+        worth = float(n)  # one step's tokens without drafts
         if n == 1:
             # one sequence: every length at once (the search below costs ~0.5 ms at batch 1,
             # where a step is shortest)
             lengths = np.arange(self.k_max + 1)
             times = np.array([cost.time_for(int(k), int(k)) for k in lengths])
-            rates = (weight[0] + expected[0]) / times
+            rates = (1.0 + expected[0]) / times
             best = int(np.argmax(rates))  # the shortest among equals, 0 first
             return [best]
         rows = np.arange(n)
@@ -183,65 +237,70 @@ class PerRequestDraftLength(DraftLengthPolicy):
                 break
         return [int(x) for x in best_lengths]
 
-    def plan_rate(self, alphas: list[float], lengths: list[int],
-                  weights: list[float] | None = None) -> float:
-        """Expected (weighted) tokens per unit of step time of a plan under the cost model."""
+    def plan_rate(self, alphas: list[float], lengths: list[int]) -> float:
+        """Expected tokens per unit of step time of a plan under the cost model."""
         if not lengths:
             return 0.0
         alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 1.0)
-        weight = (np.ones(len(alpha)) if weights is None
-                  else np.clip(np.asarray(weights, dtype=np.float64), 1e-3, 1.0))
         lengths_arr = np.asarray(lengths, dtype=np.int64)
         # sum_{j=1..l} alpha^j, closed form (alpha = 1: l)
         safe = np.where(alpha < 1.0, alpha, 0.5)
         geometric = np.where(alpha < 1.0, safe * (1.0 - safe ** lengths_arr) / (1.0 - safe),
                              lengths_arr.astype(np.float64))
-        tokens = float((weight * (1.0 + geometric)).sum())
+        tokens = float((1.0 + geometric).sum())
         return tokens / self.cost.time_for(int(lengths_arr.max()), int(lengths_arr.sum()))
 
-    def best_uniform_length(self, alphas: list[float], weights: list[float] | None = None,
-                            shortest: int = 0) -> tuple[int, float]:
-        """The one draft length (>= shortest) for every sequence with the best plan_rate
-        (within the token budget), and that rate."""
+    def best_uniform_length(self, alphas: list[float], shortest: int = 0,
+                            longest: int | None = None) -> tuple[int, float]:
+        """The one draft length (>= shortest, <= longest) for every sequence with the best
+        plan_rate (within the token budget), and that rate."""
         n = len(alphas)
-        longest = self.k_max
+        longest = self.k_max if longest is None else min(self.k_max, longest)
         room = self._draft_room(n)
         if room is not None and n:
             longest = min(longest, room // n)
         low = max(self.min_length, shortest)
         best, best_rate = low, -1.0
         for k in range(low, max(longest, low) + 1):
-            rate = self.plan_rate(alphas, [k] * n, weights)
+            rate = self.plan_rate(alphas, [k] * n)
             if rate > best_rate + 1e-12:
                 best, best_rate = k, rate
         return best, best_rate
 
     def choose_lengths(self, alphas: list[float],
-                       weights: list[float] | None = None) -> list[int]:
-        """The ragged optimum, unless one length for all comes within uniform_plan_margin of
+                       remaining: list[int] | None = None) -> list[int]:
+        """The ragged optimum (within `closed_batch_cap` when the batch is closed:
+        `remaining` given), unless one length for all comes within uniform_plan_margin of
         it (BassConfig.uniform_plan_margin; 0: always the ragged optimum)."""
-        ragged = [max(self.min_length, n) for n in self.best_lengths(alphas, weights)]
+        longest = self.k_max
+        if remaining is not None and len(alphas) >= 2:
+            longest = self.closed_batch_cap(alphas, remaining)
+            lengths = self.lengths_within(alphas, longest)
+        else:
+            lengths = self.best_lengths(alphas)
+        ragged = [max(self.min_length, n) for n in lengths]
         if self.uniform_plan_margin <= 0 or len(alphas) < 2 or len(set(ragged)) == 1:
             return ragged
         # drafting at all is the ragged optimum's call (all zeros: off); the margin is about
         # the ragged path's cost (session 12: letting it switch a drafting mix off flipped
         # between off-steps and drafts, 0.83x plain at batch 64 on the H100)
-        k, uniform_rate = self.best_uniform_length(alphas, weights, shortest=1)
+        k, uniform_rate = self.best_uniform_length(alphas, shortest=1, longest=max(1, longest))
         if (uniform_rate * (1.0 + self.uniform_plan_margin)
-                >= self.plan_rate(alphas, ragged, weights)):
+                >= self.plan_rate(alphas, ragged)):
             return [k] * len(alphas)
         return ragged
 
     def plan(self, req_ids: list[str]) -> DraftPlan:
         # the optimum depends only on the estimates and the cost model: while neither
         # changed (off-steps verify nothing) the last answer stands
-        weights = self.remaining_weights(req_ids)
+        remaining = (None if self.remaining is None or len(req_ids) < 2
+                     else [self.remaining.get(r, 1) for r in req_ids])
         key = (tuple(req_ids), self.estimates.version, self.cost,
-               None if weights is None else tuple(weights))
+               None if remaining is None else (tuple(remaining), self.per_request_share))
         if self._last_key != key:
             self._last_key = key
             alphas = [self.alpha(r) for r in req_ids]
-            self._last_lengths = self.choose_lengths(alphas, weights)
+            self._last_lengths = self.choose_lengths(alphas, remaining)
             self._last_speedup = predicted_speedup(self.cost, alphas, self._last_lengths)
         lengths = list(self._last_lengths)
         off = bool(req_ids) and not any(lengths)
