@@ -133,6 +133,11 @@ class BassConfig:
     # elsewhere within +-2%. Off: on the H100 it lost 8-17% at 6 of 8 settings (8x1024,
     # alpha 0.6 and the mix, batch 8-128; session 14, docs/design.md).
     explore_draft_lengths: bool = False
+    # per_request: a closed batch (no request waits) takes the longest draft that minimises
+    # its expected remaining time (policy/per_request.py, closed_batch_cap) instead of the
+    # one that maximises tokens per second; drafting at all stays the latter's call.
+    # False: every batch plans for tokens per second (A/B measurements).
+    closed_batch_plan: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -180,7 +185,7 @@ class BassConfig:
         if self.attention not in ATTENTION_CHOICES:
             raise bad("attention", f"one of {ATTENTION_CHOICES}", self.attention)
         for name in ("auto_off", "check_tokenizer", "full_graph_verification",
-                     "full_graph_drafting", "explore_draft_lengths"):
+                     "full_graph_drafting", "explore_draft_lengths", "closed_batch_plan"):
             if not isinstance(getattr(self, name), bool):
                 raise bad(name, "true or false", getattr(self, name))
         if not 0.0 < float(self.acceptance_ema) <= 1.0:

@@ -25,7 +25,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
-MIX_PATTERN = (0.9, 0.6, 0.9, 0.3)  # as vs_vllm.py: request i draws MIX_PATTERN[i % 4]
+MIX_PATTERN = (0.9, 0.6, 0.9, 0.3)
+# each step's time scaled by a uniform factor in 1 +- this (--jitter; the H100's async step
+# times scatter about +-15%)
+JITTER = [0.0]  # as vs_vllm.py: request i draws MIX_PATTERN[i % 4]
 
 
 def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int) -> float:
@@ -77,7 +80,8 @@ def run_batch(sched, alphas: list[float], max_tokens: int, seed: int) -> dict:
             accepted[rid] = n
             verify += len(drafts)
         drafted = sched.bass_draft_steps_run(out.num_spec_tokens_to_schedule, verify)
-        clock[0] += h100_step_ms(len(out.num_scheduled_tokens), drafted, verify)
+        clock[0] += (h100_step_ms(len(out.num_scheduled_tokens), drafted, verify)
+                     * rng.uniform(1 - JITTER[0], 1 + JITTER[0]))
         steps[0] += 1
         verified_total[0] += verify
         return _output(out, accepted)
@@ -118,8 +122,10 @@ def main() -> None:
     ap.add_argument("--sync", action="store_true", help="sync scheduling (default: async)")
     ap.add_argument("--warm-batches", type=int, default=1,
                     help="closed batches run first on the same scheduler (cost fit, pool)")
+    ap.add_argument("--jitter", type=float, default=0.0)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    JITTER[0] = args.jitter
     rows = []
     for acceptance in args.acceptance.split(","):
         for batch in (int(b) for b in args.batches.split(",")):

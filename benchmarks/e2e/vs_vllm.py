@@ -76,7 +76,10 @@ EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
                  "bass_uniform": {"uniform_plan_margin": 0.1},
                  # draft-length exploration off / on (off is the default since session 14)
                  "bass_noexplore": {"explore_draft_lengths": False},
-                 "bass_explore": {"explore_draft_lengths": True}}
+                 "bass_explore": {"explore_draft_lengths": True},
+                 # every batch plans for tokens per second (session 18's plan, less the
+                 # remaining-token weights), not closed batches for their end
+                 "bass_open_plan": {"closed_batch_plan": False}}
 # A/B of the drafter's first pass: vLLM's piecewise pass instead of BASS's full graphs
 # (VLLM_BASS_FIRST_PASS_GRAPHS=0), for the default and for each fixed K
 FIRST_PASS_AB = "_vllm_first_pass"

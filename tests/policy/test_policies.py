@@ -369,3 +369,21 @@ def test_a_request_nearly_done_does_not_set_the_closed_cap():
     alphas = [0.9] * 7 + [0.3]
     assert p.closed_batch_cap(alphas, [100] * 8) <= 3
     assert p.closed_batch_cap(alphas, [100] * 7 + [2]) >= 8
+
+
+def test_the_closed_plan_never_turns_a_drafting_batch_off():
+    """Drafting at all stays the token rate's call: one request whose estimate says its
+    drafts are hardly accepted sets the closed objective's end (off would be its best),
+    but the batch's other requests make drafting pay, so the batch drafts. With
+    closed_batch_plan off, a closed batch plans as an open one."""
+    cost = StepCostModel(base=1.0, per_draft_step=0.06, per_verify_token=0.001,
+                         draft_pass=0.15)
+    alphas = [0.9] * 7 + [0.05]
+    p = _closed(cost=cost)
+    assert p.closed_batch_cap(alphas, [100] * 8) == 0
+    assert max(p.best_lengths(alphas)) > 0
+    assert max(p.choose_lengths(alphas, [100] * 8)) >= 1
+    q = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=16,
+                                         draft_length_policy="per_request",
+                                         closed_batch_plan=False), cost)
+    assert q.choose_lengths(alphas, [100] * 8) == q.best_lengths(alphas)

@@ -74,6 +74,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         # the scheduler sets it every step: the cost fit has seen one draft length only
         self.explore_lengths = False
         self.explore_enabled = bool(bass_config.explore_draft_lengths)
+        self.closed_batch_plan = bool(bass_config.closed_batch_plan)
         self._drafting_since_explore = 0
         self._explorations = 0
 
@@ -273,11 +274,15 @@ class PerRequestDraftLength(DraftLengthPolicy):
         `remaining` given), unless one length for all comes within uniform_plan_margin of
         it (BassConfig.uniform_plan_margin; 0: always the ragged optimum)."""
         longest = self.k_max
-        if remaining is not None and len(alphas) >= 2:
-            longest = self.closed_batch_cap(alphas, remaining)
+        lengths = self.best_lengths(alphas)
+        if (self.closed_batch_plan and remaining is not None and len(alphas) >= 2
+                and any(lengths)):
+            # whether to draft at all stays the token rate's call: the closed objective
+            # follows the lowest acceptance estimate, and noisy estimates of a marginal
+            # quarter (a mix's alpha 0.3) turned whole batches off (H100, session 19: 28%
+            # off-steps at batch 8)
+            longest = max(1, self.closed_batch_cap(alphas, remaining))
             lengths = self.lengths_within(alphas, longest)
-        else:
-            lengths = self.best_lengths(alphas)
         ragged = [max(self.min_length, n) for n in lengths]
         if self.uniform_plan_margin <= 0 or len(alphas) < 2 or len(set(ragged)) == 1:
             return ragged
