@@ -172,23 +172,31 @@ class PerRequestDraftLength(DraftLengthPolicy):
         alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 1.0)
         gains = alpha[:, None] ** np.arange(1, cap + 1)[None, :]
         expected = np.concatenate([np.zeros((n, 1)), np.cumsum(gains, axis=1)], axis=1)
-        rows = np.arange(n)
         lengths = np.full(n, cap)
         room = self._draft_room(n)
         rate = (n + expected[:, cap].sum()) / cost.time_for(cap, cap * n)
         for _ in range(8):
-            new = (gains > rate * cost.per_verify_token).sum(axis=1)
-            if room is not None and new.sum() > room:
-                new = keep_best_positions(gains, new, room)
+            new, new_rate = self._dinkelbach_step(gains, expected, rate, room)
             if not new.any():
                 break
             lengths = new
-            new_rate = ((n + expected[rows, lengths].sum())
-                        / cost.time_for(int(lengths.max()), int(lengths.sum())))
             if abs(new_rate - rate) < 1e-12:
                 break
             rate = new_rate
         return [int(x) for x in lengths]
+
+    def _dinkelbach_step(self, gains: np.ndarray, expected: np.ndarray, rate: float,
+                         room: int | None) -> tuple[np.ndarray, float]:
+        """One Dinkelbach iteration over the draft positions in `gains` (one column per
+        position, within the cap): each sequence takes the positions whose gain beats a
+        verified token's cost at `rate`, cut to the token budget's `room`; the lengths and
+        the rate they achieve."""
+        cost = self.cost
+        lengths = (gains > rate * cost.per_verify_token).sum(axis=1)
+        if room is not None and lengths.sum() > room:
+            lengths = keep_best_positions(gains, lengths, room)
+        total = len(lengths) + expected[np.arange(len(lengths)), lengths].sum()
+        return lengths, total / cost.time_for(int(lengths.max()), int(lengths.sum()))
 
     def best_lengths(self, alphas: list[float]) -> list[int]:
         """argmax over ragged lengths of (sum_i 1 + E_i(l_i)) / T(l) (Dinkelbach on lambda).
@@ -214,19 +222,13 @@ class PerRequestDraftLength(DraftLengthPolicy):
             rates = (1.0 + expected[0]) / times
             best = int(np.argmax(rates))  # the shortest among equals, 0 first
             return [best]
-        rows = np.arange(n)
         best_lengths = np.zeros(n, dtype=np.int64)
         best_rate = worth / cost.time_for(0, 0)
         room = self._draft_room(n)
         for cap in range(1, self.k_max + 1):
             rate = best_rate
             for _ in range(8):
-                lengths = (gains[:, :cap] > rate * cost.per_verify_token).sum(axis=1)
-                if room is not None and lengths.sum() > room:
-                    lengths = keep_best_positions(gains[:, :cap], lengths, room)
-                total = worth + expected[rows, lengths].sum()
-                longest = int(lengths.max())
-                new_rate = total / cost.time_for(longest, int(lengths.sum()))
+                lengths, new_rate = self._dinkelbach_step(gains[:, :cap], expected, rate, room)
                 if abs(new_rate - rate) < 1e-12:
                     break
                 rate = new_rate
