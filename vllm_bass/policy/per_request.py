@@ -142,8 +142,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
         by the slowest requests, and the others' tokens count only by how much sooner they
         leave the batch. Maximising tokens per second instead drafted long for a closed
         mix's alpha-0.9 half while its alpha-0.3 quarter set the time: in closed-batch
-        simulation of the H100 step law (`benchmarks/e2e/sim_closed_batch.py`), batch 8,
-        1.09x plain against 1.15x (8 seeds; docs/history.md, session 19)."""
+        simulation of the H100 step law with +-15% step scatter, batch 8, 1.08x plain
+        against 1.14x (`benchmarks/e2e/sim_closed_plan_ab.py`; session19/sim_closed_plan_ab)."""
         n = len(alphas)
         alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 0.999)
         rem = np.maximum(np.asarray(remaining, dtype=np.float64), 1.0)
