@@ -3,8 +3,8 @@ for target and draft, under BASS speculation."""
 
 import pytest
 
-from tests.harness import base_engine_kwargs, bass_spec, metric, on_gpu, run_engine
-from tests.test_engine_greedy import JOBS
+from tests.harness import TARGET, base_engine_kwargs, bass_spec, metric, on_gpu, run_engine
+from tests.test_engine_greedy import JOBS, _assert_same
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow,
               pytest.mark.skipif(not on_gpu(), reason="compiled Triton kernels need CUDA")]
@@ -24,6 +24,34 @@ def test_greedy_with_bass_attention_backend_on_target_and_draft(tmp_path):
     for want, have in zip(plain["results"], got["results"]):
         assert have["token_ids"] == want["token_ids"]
     assert metric(got["metrics"], "vllm:spec_decode_num_accepted_tokens") > 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_self_draft_accepted_through_draft_graphs_on_bass_attention(dtype):
+    """Our attention in the drafter's captured graphs, the first pass included (its graphs
+    replay ragged batches of other layouts than the one captured): with the target as its
+    own draft a stale input, a wrong slot or a launch that skips a request's tiles would
+    reject most drafts. bf16: batched and one-token numerics may flip a near-tie (0.9);
+    float32: greedy equals plain decoding on our attention too."""
+    plain = run_engine(base_engine_kwargs(enforce_eager=False, dtype=dtype,
+                                          attention_config={"backend": "CUSTOM"}), JOBS)
+    got = run_engine(base_engine_kwargs(enforce_eager=False, dtype=dtype,
+                                        speculative_config=bass_spec(
+        model=TARGET, draft_length_policy="fixed", num_speculative_tokens=5,
+        auto_off=False, attention="bass")), JOBS, metrics=True,
+        worker_rpc=["bass_draft_graph_stats"])
+    if dtype == "float32":
+        _assert_same(plain, got, "our attention, draft graphs")
+    m = got["metrics"]
+    drafts = metric(m, "vllm:spec_decode_num_draft_tokens")
+    accepted = metric(m, "vllm:spec_decode_num_accepted_tokens")
+    floor = 0.97 if dtype == "float32" else 0.9
+    assert drafts > 200 and accepted >= floor * drafts, (
+        f"self-draft on our attention ({dtype}): {accepted}/{drafts}")
+    (stats,) = got["worker_rpc"]["bass_draft_graph_stats"]
+    print("first passes:", stats)
+    assert stats["graphs"] and stats["replays"] >= 10 and stats["replays"] > 2 * stats[
+        "fallbacks"], f"the first pass did not replay its graphs on our attention: {stats}"
 
 
 def test_explicit_backends_win():

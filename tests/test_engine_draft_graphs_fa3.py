@@ -1,5 +1,6 @@
-"""The draft step graphs on FA3 (GPU host only): bfloat16 puts target and draft on FA3, the
-backend the benchmarks use, where synthetic acceptance would hide a wrong draft step."""
+"""The draft step graphs on FA3 (GPU host only): bfloat16 and `attention: vllm` put target
+and draft on FA3 (vLLM's choice, which the benchmarks' vLLM engines use), where synthetic
+acceptance would hide a wrong draft step."""
 
 import pytest
 
@@ -15,7 +16,7 @@ def test_self_draft_accepted_through_draft_step_graphs_on_fa3():
     got = run_engine(base_engine_kwargs(enforce_eager=False, dtype="bfloat16",
                                         speculative_config=bass_spec(
         model=TARGET, draft_length_policy="fixed", num_speculative_tokens=6,
-        auto_off=False)), JOBS, metrics=True)
+        auto_off=False, attention="vllm")), JOBS, metrics=True)
     m = got["metrics"]
     drafts = metric(m, "vllm:spec_decode_num_draft_tokens")
     accepted = metric(m, "vllm:spec_decode_num_accepted_tokens")

@@ -91,17 +91,16 @@ class BassConfig:
     # 90th percentile, H100 trace at batch 256; 0.05 narrows that but reacts too slowly for
     # auto-off: the host-bound closed-loop test fell from >= 0.9x to 0.82x plain, session 9.)
     acceptance_ema: float = 0.2
-    # Attention on CUDA: "bass" runs our Triton kernels (vLLM's CUSTOM backend) for target
-    # and draft wherever the model allows it and no backend was chosen explicitly
-    # (--attention-backend / the speculative config's attention_backend win); "target" for
-    # the target only (its steps run under full CUDA graphs, where our kernels were 1.03-
-    # 1.06x FA3 end to end; the drafter's one-token steps run attention eagerly between
-    # piecewise graphs, where a Triton launch's host cost made a draft step ~3x FA3's,
-    # session 7, H100); "vllm" (the default) leaves the choice to vLLM. Session 15 measured
-    # "bass" against it again end to end (H100, 4x1024, alpha 0.8 and the mix): 0.70-0.99x at
-    # batch 1-8, 1.03x at batch 64, so the default stays.
+    # Attention on CUDA: "bass" (the default) runs our Triton kernels (vLLM's CUSTOM backend)
+    # for target and draft wherever the model allows it and no backend was chosen
+    # explicitly (--attention-backend / the speculative config's attention_backend win;
+    # other models keep vLLM's choice, `default_backend_unsupported`); "target" for the
+    # target only; "vllm" leaves the choice to vLLM (FA3 on Hopper). Since the drafter's
+    # first pass also replays full graphs on our backend (session 20), BASS on ours against
+    # BASS on FA3, H100, 4x1024, batch 1-256: alpha 0.8 1.04 / 0.92 / 1.12 / 1.00 / 1.01 /
+    # 1.05x, the mix 1.02 / 1.04 / 1.06 / 0.95 / 1.03 / 1.06x (docs/history.md, session 20).
     # CPU always uses vLLM's CPU attention.
-    attention: Literal["bass", "target", "vllm"] = "vllm"
+    attention: Literal["bass", "target", "vllm"] = "bass"
     # CUDA: full CUDA graphs for the target's ragged verification batches where its
     # attention backend supports full graphs for any batch (FA3); vLLM's default runs them
     # piecewise, host-bound on a 7B shape (model_runner). False keeps vLLM's choice.

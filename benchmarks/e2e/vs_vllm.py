@@ -61,6 +61,7 @@ SYSTEMS = ["plain"] + [f"vllm_k{k}" for k in range(1, 9)] + ["bass_default"]
 # BASS variants for diagnosis (not part of the decision): vLLM's own draft loop, sync.
 EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
                  "bass_sync": "sync", "bass_bass_attn": {"attention": "bass"},
+                 "bass_fa3": {"attention": "vllm"},  # vLLM's attention choice (FA3 on H100)
                  # vLLM's own CUDA-graph sizes (up to 512 tokens), not BASS's larger set
                  "bass_capture512": {"engine": {"max_cudagraph_capture_size": 512}},
                  # fixed draft lengths (no auto-off): the step-cost curve under BASS's runtime

@@ -246,11 +246,49 @@ def tune(args, sms, fa3, fa3_sched):
         json.dump(dict(device=torch.cuda.get_device_name() if DEV == "cuda" else DEV, sms=sms, rows=rows), f, indent=1)
 
 
+PREFILL_QUERIES, PREFILL_CONTEXTS, PREFILL_BATCHES = [128, 512, 2048], [0, 1024], [1, 4, 16]
+
+
+def prefill(args, sms, fa3, fa3_sched):
+    """Prefill and chunked-prefill shapes (queries of 128-2048 tokens over 0 or 1024 cached
+    ones), graph-timed, ours (the chooser's plan) vs FA3: the steps a verification kernel
+    must not make slow when it is the engine's only attention."""
+    rng = random.Random(0)
+    cache = make_cache(PREFILL_BATCHES, [max(PREFILL_CONTEXTS) + max(PREFILL_QUERIES)])
+    rows = []
+    for ctx in PREFILL_CONTEXTS:
+        for q in PREFILL_QUERIES:
+            for B in PREFILL_BATCHES:
+                c = Case(cache, B, [q] * B, ctx, rng.randint(0, 1 << 30))
+                plan = choose_plan(B, HEADS, KV_HEADS, HEAD_SIZE, c.max_q, c.max_s, sms)
+                t = {"bass": bench_graph(c.bass_fns(plan))}
+                ours = c.out0()
+                if fa3 is not None:
+                    t["fa3"] = bench_graph(c.fa3_fns(fa3, fa3_sched))
+                    err = ((ours - c.out0()).norm() / c.out0().norm()).item()
+                else:
+                    err = None
+                row = dict(context=ctx, query_len=q, batch=B, plan=plan.strategy, graph_us=t,
+                           rel_err_vs_fa3=err,
+                           speedup_vs_fa3=t["fa3"] / t["bass"] if "fa3" in t else None)
+                rows.append(row)
+                print(f"ctx {ctx:5d} q {q:5d} B {B:3d} {plan.strategy} bass {t['bass']:9.1f} us "
+                      f"fa3 {t.get('fa3', 0):9.1f} us  x{row['speedup_vs_fa3'] or 0:.2f}",
+                      flush=True)
+                del c
+    with open(os.path.join(args.out, "paged_attention_prefill.json"), "w") as f:
+        json.dump(dict(device=torch.cuda.get_device_name() if DEV == "cuda" else DEV, sms=sms,
+                       shape=dict(heads=HEADS, kv_heads=KV_HEADS, head_size=HEAD_SIZE,
+                                  page=PAGE, dtype=str(DTYPE)), rows=rows), f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
     ap.add_argument("--quick", action="store_true", help="a few configs only")
     ap.add_argument("--tune", action="store_true", help="tile / split sweep on a subset (graph timing)")
+    ap.add_argument("--prefill", action="store_true",
+                    help="prefill / chunked-prefill shapes only (queries of 128-2048 tokens)")
     ap.add_argument("--no-eager", action="store_true", help="graph timing only")
     ap.add_argument("--any-batch", action="store_true",
                     help="also time the same plan with the any-batch grid (what a captured "
@@ -274,6 +312,8 @@ def main():
         print("TRITON_ATTN unavailable:", tri_err)
     if args.tune:
         return tune(args, sms, fa3, fa3_sched)
+    if args.prefill:
+        return prefill(args, sms, fa3, fa3_sched)
 
     batches, qmodes, contexts = BATCHES, Q_MODES, CONTEXTS
     if args.quick:

@@ -1,5 +1,5 @@
 """`attention: "bass"` runs our Triton attention (vLLM's CUSTOM backend) for target and draft
-on CUDA; the default ("vllm") leaves vLLM's choice; explicit backends win; models the kernels
+on CUDA by default; "vllm" leaves vLLM's choice; explicit backends win; models the kernels
 do not cover keep vLLM's backend; CPU keeps vLLM's CPU attention. One body for CPU and GPU:
 the expectation follows the platform."""
 
@@ -53,9 +53,11 @@ def _backends(cfg):
     return tuple(None if b is None else b.name for b in names)
 
 
-def test_bass_attention_on_request_on_cuda_only():
+def test_bass_attention_by_default_on_cuda_only():
     want = ("CUSTOM", "CUSTOM") if on_gpu() else (None, None)
     assert _backends(_config({"attention": "bass"})) == want
     want = ("CUSTOM", None) if on_gpu() else (None, None)
     assert _backends(_config({"attention": "target"})) == want
-    assert _backends(_config()) == (None, None)  # default: vLLM chooses
+    want = ("CUSTOM", "CUSTOM") if on_gpu() else (None, None)
+    assert _backends(_config()) == want  # the default: ours on CUDA
+    assert _backends(_config({"attention": "vllm"})) == (None, None)  # vLLM chooses

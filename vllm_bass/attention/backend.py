@@ -144,6 +144,10 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
     # every query and context length on the device and SPLIT sizes its splits per sequence
     # there, so a graph captured with plans for max_model_len serves any batch of its size.
     _cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.ALWAYS
+    # a graph captured from `build` would keep the launch grid of the batch it was built
+    # for: graphs of other layouts (the drafter's first pass) build with
+    # `build_for_cudagraph_capture` (`worker.drafter.draft_graphs.draft_attention_metadata`)
+    captures_any_batch: ClassVar[bool] = True
 
     def __init__(
         self,

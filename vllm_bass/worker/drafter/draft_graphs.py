@@ -190,14 +190,34 @@ class DraftStepGraphs:
                     "%s", list(self.graphs))
 
 
-def run_draft_model(d, cad, tokens: int, draft_index: int) -> torch.Tensor:
+def draft_attention_metadata(d, cad, draft_index: int, any_batch_graph: bool = False) -> dict:
+    """Per-layer attention metadata of a draft pass (vLLM's drafting build).
+    `any_batch_graph`: the pass is captured into a graph that will replay batches of other
+    layouts (the first pass); a backend whose launch plans follow the batch they are built
+    for (ours: `captures_any_batch`) then plans for any batch of the graph's sizes."""
+    if not any_batch_graph:
+        return d.build_per_group_and_layer_attn_metadata(cad, draft_index=draft_index)[1]
+    per_layer = {}
+    for group in d.draft_attn_groups:
+        builder = group.get_metadata_builder()
+        if getattr(builder, "captures_any_batch", False):
+            metadata = builder.build_for_cudagraph_capture(cad)
+        else:
+            metadata = builder.build_for_drafting(common_attn_metadata=cad,
+                                                  draft_index=draft_index)
+        per_layer.update(dict.fromkeys(group.layer_names, metadata))
+    return per_layer
+
+
+def run_draft_model(d, cad, tokens: int, draft_index: int,
+                    any_batch_graph: bool = False) -> torch.Tensor:
     """The draft model over the drafter's first `tokens` input slots, with attention
     metadata built from `cad`. CUDAGraphMode.NONE: vLLM's piecewise wrappers run inline, so
     this can run inside a graph we capture."""
     from vllm.config import CUDAGraphMode
     from vllm.forward_context import set_forward_context
 
-    _, per_layer = d.build_per_group_and_layer_attn_metadata(cad, draft_index=draft_index)
+    per_layer = draft_attention_metadata(d, cad, draft_index, any_batch_graph)
     slots = d._slot_mapping_buffer[:tokens]
     with set_forward_context(per_layer, d.vllm_config, num_tokens=tokens,
                              cudagraph_runtime_mode=CUDAGraphMode.NONE,

@@ -73,16 +73,12 @@ class FirstPassGraphs:
         return cls(drafter, steps, False, drafter.max_num_tokens)
 
     def graphs_supported(self) -> bool:
-        """Every draft attention backend takes full graphs of any batch (FA3), and none is
-        ours (its launch plans follow the batch it is built for)."""
-        from vllm_bass.attention import BACKEND_CLASS_PATH
+        """Every draft attention backend takes full graphs of any batch (FA3; ours, whose
+        captured launches plan for any batch: `draft_attention_metadata`)."""
         from vllm_bass.worker.cuda_graphs import full_graphs_supported
 
         groups = self.drafter.draft_attn_groups
         if not groups:
-            return False
-        ours = BACKEND_CLASS_PATH.rsplit(".", 1)[-1]
-        if any(g.backend.__name__ == ours for g in groups):
             return False
         return full_graphs_supported(self.drafter.vllm_config, [[g.backend] for g in groups],
                                      groups)
@@ -171,9 +167,9 @@ class FirstPassGraphs:
             causal=True,
         )
 
-    def _forward(self, tokens: int, rows: int, cad) -> None:
+    def _forward(self, tokens: int, rows: int, cad, capturing: bool = False) -> None:
         d = self.drafter
-        hidden = run_draft_model(d, cad, tokens, draft_index=0)
+        hidden = run_draft_model(d, cad, tokens, draft_index=0, any_batch_graph=capturing)
         self.steps.store_logits(d.model.compute_logits(hidden[self.sample_rows[:rows]]), rows)
 
     # -- capture ------------------------------------------------------------------------------
@@ -207,12 +203,12 @@ class FirstPassGraphs:
                     d.input_ids[:tokens].zero_()
                     d.positions[:tokens].zero_()
                     cad = self._capture_metadata(tokens, rows)
-                    self._forward(tokens, rows, cad)  # warm-up (compiles, allocates)
+                    self._forward(tokens, rows, cad, capturing=True)  # warm-up, compiles
                     torch.cuda.synchronize()
                     graph = torch.cuda.CUDAGraph()
                     with torch.cuda.graph(graph, pool=pool,
                                           stream=torch.cuda.current_stream()):
-                        self._forward(tokens, rows, cad)
+                        self._forward(tokens, rows, cad, capturing=True)
                     self.graphs[tokens] = graph
                 torch.cuda.synchronize()
         except Exception:  # a graph we cannot capture costs speed, never the engine
