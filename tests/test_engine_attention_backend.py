@@ -4,6 +4,7 @@ for target and draft, under BASS speculation."""
 import pytest
 
 from tests.harness import TARGET, base_engine_kwargs, bass_spec, metric, on_gpu, run_engine
+from tests.prompts import PROMPTS
 from tests.test_engine_greedy import JOBS, _assert_same
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow,
@@ -52,6 +53,21 @@ def test_self_draft_accepted_through_draft_graphs_on_bass_attention(dtype):
     print("first passes:", stats)
     assert stats["graphs"] and stats["replays"] >= 10 and stats["replays"] > 2 * stats[
         "fallbacks"], f"the first pass did not replay its graphs on our attention: {stats}"
+
+
+def test_prefill_on_fa3_agrees_with_prefill_on_our_kernels(monkeypatch):
+    """bf16 on our attention: prompts far over PREFILL_QUERY_LEN tokens prefill through FA3
+    (the default) or through our kernels (VLLM_BASS_PREFILL_FA3=0); the two engines' first
+    greedy tokens agree (one prompt may flip a bf16 near-tie)."""
+    prompts = [" ".join((p.split() * 80)[:150]) for p in PROMPTS]  # 150 words each
+    job = [{"prompts": prompts, "sampling": {"temperature": 0.0, "max_tokens": 6,
+                                               "ignore_eos": True}}]
+    kwargs = base_engine_kwargs(dtype="bfloat16", attention_config={"backend": "CUSTOM"})
+    on_fa3 = run_engine(kwargs, job)["results"][0]["token_ids"]
+    monkeypatch.setenv("VLLM_BASS_PREFILL_FA3", "0")
+    on_ours = run_engine(kwargs, job)["results"][0]["token_ids"]
+    same = sum(a[0][:3] == b[0][:3] for a, b in zip(on_fa3, on_ours))
+    assert len(on_fa3) == len(prompts) and same >= len(prompts) - 1, (on_fa3, on_ours)
 
 
 def test_explicit_backends_win():

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.cpu]
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "vllm_bass"
-NAME = re.compile(r"VLLM_BASS_[A-Z_]+[A-Z]")
+NAME = re.compile(r"VLLM_BASS_[A-Z0-9_]+[A-Z0-9]")
 
 
 def _mentions() -> dict[str, set[str]]:

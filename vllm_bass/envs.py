@@ -35,6 +35,9 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
     "VLLM_BASS_FIRST_PASS_GRAPHS": (
         "1", "0: the drafter's first pass runs as vLLM runs it (piecewise graphs), not as "
              "BASS's full CUDA graphs (A/B measurements)"),
+    "VLLM_BASS_PREFILL_FA3": (
+        "1", "0: our attention backend runs prefill steps (a query of 64+ tokens) with its own "
+             "kernels too, not FA3's (A/B measurements)"),
     "VLLM_BASS_EAGER_COUNT_CORRECTION": (
         "1", "0: keep vLLM's torch.compile'd async draft-count correction in BASS engines "
              "(recompiles of 0.4-1 s inside serving steps as batch sizes change)"),

@@ -227,6 +227,51 @@ def test_builder_and_impl_end_to_end(device, dtype, strategy, monkeypatch):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_prefill_steps_run_fa3_where_vllm_has_it(device, monkeypatch):
+    """A step with a query of PREFILL_QUERY_LEN+ tokens (prefill chunks beside decodes and
+    a short verification) runs FA3 over our cache layout on the GPU host, our kernels on
+    CPU; either way the reference's answer. Captured (any-batch) metadata never does."""
+    from vllm_bass.attention import backend
+
+    calls = []
+    real = backend.fa3_for_prefill
+
+    def counted(dtype):
+        fn = real(dtype)
+        return None if fn is None else (lambda **kw: calls.append(1) or fn(**kw))
+
+    monkeypatch.setattr(backend, "fa3_for_prefill", counted)
+    dtype, heads, kv_heads, hd, page = torch.bfloat16, 4, 2, 64, 16
+    qlens, ctx = [70, 1, 4, backend.PREFILL_QUERY_LEN], [0, 20, 9, 17]
+    b = make_batch(qlens, ctx, heads, kv_heads, hd, page, dtype, device, seed=5)
+    T = b.q.shape[0]
+    spec = FullAttentionSpec(block_size=page, num_kv_heads=kv_heads, head_size=hd, dtype=dtype)
+    builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"],
+                                           _fake_vllm_config(heads, kv_heads),
+                                           torch.device(device))
+    cm = CommonAttentionMetadata(
+        query_start_loc=b.cu_seqlens_q, query_start_loc_cpu=b.cu_seqlens_q.cpu(),
+        seq_lens=b.seq_lens, num_reqs=len(qlens), num_actual_tokens=T,
+        max_query_len=b.max_query_len, max_seq_len=b.max_seq_len,
+        block_table_tensor=b.block_table,
+        slot_mapping=torch.full((T,), -1, dtype=torch.int64, device=device))
+    impl = BassAttentionImpl(heads, hd, b.scale, kv_heads, None, None, "auto", None,
+                             AttentionType.DECODER, None)
+    ref = paged_attention_ref(b.q, b.k_cache, b.v_cache, b.cu_seqlens_q, b.seq_lens,
+                              b.block_table, b.scale)
+    output = torch.full((T, heads * hd), float("nan"), dtype=dtype, device=device)
+    impl.forward(SimpleNamespace(), b.q, None, None, b.kv_cache, builder.build(0, cm), output)
+    assert_close(output.view(T, heads, hd), ref, dtype, "prefill step")
+    assert len(calls) == (1 if device == "cuda" else 0), calls
+    output.fill_(float("nan"))
+    captured = builder.build(0, cm, plan_seq_len=b.max_seq_len, any_batch=True,
+                             expected_batch=len(qlens), expected_query_len=b.max_query_len)
+    impl.forward(SimpleNamespace(), b.q, None, None, b.kv_cache, captured, output)
+    assert_close(output.view(T, heads, hd), ref, dtype, "captured prefill-shaped step")
+    assert len(calls) == (1 if device == "cuda" else 0), "a captured step took FA3's path"
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("strategy", ["pad", "split"])
 @pytest.mark.parametrize("replay", ["decode", "ragged"])
 def test_captured_metadata_serves_any_batch(device, strategy, replay, monkeypatch):

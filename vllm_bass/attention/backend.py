@@ -71,6 +71,37 @@ def default_backend_unsupported(model_config, kv_cache_dtype: str = "auto") -> s
     return None
 
 
+# A step whose longest query has at least this many tokens (a prompt's prefill, a chunk of
+# one) runs FA3's kernel over the same paged cache where vLLM ships it: our kernels are built
+# for verification (queries of 1 + drafts tokens) and ran prefill at 0.36-0.75x FA3 from
+# 512-token queries (H100, `benchmarks/results/session20/paged_attention_prefill_h100.json`).
+# Graph-captured steps (verification, one-token decode, the drafter) never take this path.
+PREFILL_QUERY_LEN = 64
+_fa3_prefill: Any = None  # flash_attn_varlen_func, or False where FA3 is not usable
+
+
+def fa3_for_prefill(dtype: torch.dtype):
+    """vLLM's FA3 varlen function if this step's prefill can run on it, else None."""
+    global _fa3_prefill
+    if dtype not in (torch.float16, torch.bfloat16):
+        return None
+    if _fa3_prefill is None:
+        _fa3_prefill = False
+        from vllm_bass import envs
+
+        if envs.flag("VLLM_BASS_PREFILL_FA3") and torch.cuda.is_available():
+            try:
+                from vllm.v1.attention.backends.utils import get_kv_cache_layout
+                from vllm.vllm_flash_attn import flash_attn_varlen_func
+                from vllm.vllm_flash_attn.flash_attn_interface import is_fa_version_supported
+
+                if is_fa_version_supported(3) and get_kv_cache_layout() == "NHD":
+                    _fa3_prefill = flash_attn_varlen_func
+            except Exception as e:  # noqa: BLE001 -- then our kernels run prefill too
+                logger.info("vllm-bass: FA3 not usable for prefill steps (%s)", e)
+    return _fa3_prefill or None
+
+
 _ops: tuple | None = None
 
 
@@ -381,13 +412,23 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
             raise NotImplementedError("BASS attention: fused output quantization is not supported")
         if attn_metadata is None:  # profiling run
             return output.fill_(0)
-        paged_attention, _ = _kernels()
         n = attn_metadata.num_actual_tokens
+        key_cache, value_cache = self._split_cache(kv_cache)
+        out = output.view(output.shape[0], self.num_heads, self.head_size)
+        if attn_metadata.max_query_len >= PREFILL_QUERY_LEN and not attn_metadata.any_batch:
+            fa3 = fa3_for_prefill(query.dtype)
+            if fa3 is not None:
+                fa3(q=query[:n].view(n, self.num_heads, self.head_size), k=key_cache,
+                    v=value_cache, out=out[:n], cu_seqlens_q=attn_metadata.query_start_loc,
+                    max_seqlen_q=attn_metadata.max_query_len,
+                    seqused_k=attn_metadata.seq_lens, max_seqlen_k=attn_metadata.max_seq_len,
+                    softmax_scale=self.scale, causal=True,
+                    block_table=attn_metadata.block_table, fa_version=3)
+                return output
+        paged_attention, _ = _kernels()
         # this layer's own plan: tiles depend on its head configuration
         plan_key = (self.num_heads, self.num_kv_heads, self.head_size, query.dtype)
         plan, workspace = attn_metadata.plan_for(*plan_key)
-        key_cache, value_cache = self._split_cache(kv_cache)
-        out = output.view(output.shape[0], self.num_heads, self.head_size)
         paged_attention.paged_attention(
             query[:n].view(n, self.num_heads, self.head_size),
             key_cache,
