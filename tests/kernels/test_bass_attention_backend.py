@@ -241,6 +241,7 @@ def test_prefill_steps_run_fa3_where_vllm_has_it(device, monkeypatch):
         return None if fn is None else (lambda **kw: calls.append(1) or fn(**kw))
 
     monkeypatch.setattr(backend, "fa3_for_prefill", counted)
+    monkeypatch.setattr(backend, "_fa3_prefill_checked", False)  # this process's first check
     dtype, heads, kv_heads, hd, page = torch.bfloat16, 4, 2, 64, 16
     qlens, ctx = [70, 1, 4, backend.PREFILL_QUERY_LEN], [0, 20, 9, 17]
     b = make_batch(qlens, ctx, heads, kv_heads, hd, page, dtype, device, seed=5)
@@ -261,14 +262,40 @@ def test_prefill_steps_run_fa3_where_vllm_has_it(device, monkeypatch):
                               b.block_table, b.scale)
     output = torch.full((T, heads * hd), float("nan"), dtype=dtype, device=device)
     impl.forward(SimpleNamespace(), b.q, None, None, b.kv_cache, builder.build(0, cm), output)
-    assert_close(output.view(T, heads, hd), ref, dtype, "prefill step")
-    assert len(calls) == (1 if device == "cuda" else 0), calls
+    assert_close(output.view(T, heads, hd), ref, dtype,
+                 f"prefill step ({'FA3' if calls else 'our kernels'})")
+    assert len(calls) == (1 if device == "cuda" else 0), (
+        f"FA3 calls {len(calls)}; unusable because: {backend.fa3_unusable_reason}")
+    # the first FA3 prefill was checked against our kernels and kept
+    assert backend._fa3_prefill_checked == (device == "cuda")
+    assert bool(backend._fa3_prefill) == (device == "cuda"), backend.fa3_unusable_reason
     output.fill_(float("nan"))
     captured = builder.build(0, cm, plan_seq_len=b.max_seq_len, any_batch=True,
                              expected_batch=len(qlens), expected_query_len=b.max_query_len)
     impl.forward(SimpleNamespace(), b.q, None, None, b.kv_cache, captured, output)
     assert_close(output.view(T, heads, hd), ref, dtype, "captured prefill-shaped step")
     assert len(calls) == (1 if device == "cuda" else 0), "a captured step took FA3's path"
+
+
+@pytest.mark.cpu
+@pytest.mark.gpu
+def test_fa3_prefill_is_dropped_when_it_disagrees_with_our_kernels(monkeypatch):
+    """The first FA3 prefill's check: agreement keeps FA3; a disagreement (or a non-finite
+    answer) turns it off for the process and says why."""
+    from vllm_bass.attention import backend
+
+    monkeypatch.setattr(backend, "_fa3_prefill", "fa3")
+    monkeypatch.setattr(backend, "_fa3_prefill_checked", False)
+    monkeypatch.setattr(backend, "fa3_unusable_reason", None)
+    ours = torch.randn(6, 4, 8)
+    assert backend.check_fa3_prefill(ours + 1e-4 * torch.randn_like(ours), ours)
+    assert backend._fa3_prefill == "fa3" and backend._fa3_prefill_checked
+    assert not backend.check_fa3_prefill(ours.flip(0), ours)
+    assert backend._fa3_prefill is False and "disagreed" in backend.fa3_unusable_reason
+    monkeypatch.setattr(backend, "_fa3_prefill", "fa3")
+    bad = ours.clone()
+    bad[0, 0, 0] = float("nan")
+    assert not backend.check_fa3_prefill(bad, ours) and backend._fa3_prefill is False
 
 
 @pytest.mark.parametrize("device", DEVICES)

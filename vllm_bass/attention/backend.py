@@ -78,28 +78,61 @@ def default_backend_unsupported(model_config, kv_cache_dtype: str = "auto") -> s
 # Graph-captured steps (verification, one-token decode, the drafter) never take this path.
 PREFILL_QUERY_LEN = 64
 _fa3_prefill: Any = None  # flash_attn_varlen_func, or False where FA3 is not usable
+fa3_unusable_reason: str | None = None  # why not (logged once; tests print it)
 
 
 def fa3_for_prefill(dtype: torch.dtype):
     """vLLM's FA3 varlen function if this step's prefill can run on it, else None."""
-    global _fa3_prefill
+    global _fa3_prefill, fa3_unusable_reason
     if dtype not in (torch.float16, torch.bfloat16):
         return None
     if _fa3_prefill is None:
         _fa3_prefill = False
         from vllm_bass import envs
 
-        if envs.flag("VLLM_BASS_PREFILL_FA3") and torch.cuda.is_available():
+        if not envs.flag("VLLM_BASS_PREFILL_FA3"):
+            fa3_unusable_reason = "VLLM_BASS_PREFILL_FA3=0"
+        elif not torch.cuda.is_available():
+            fa3_unusable_reason = "no CUDA device"
+        else:
             try:
-                from vllm.v1.attention.backends.utils import get_kv_cache_layout
                 from vllm.vllm_flash_attn import flash_attn_varlen_func
-                from vllm.vllm_flash_attn.flash_attn_interface import is_fa_version_supported
+                from vllm.vllm_flash_attn.flash_attn_interface import (
+                    fa_version_unsupported_reason,
+                    is_fa_version_supported,
+                )
 
-                if is_fa_version_supported(3) and get_kv_cache_layout() == "NHD":
+                if is_fa_version_supported(3):
                     _fa3_prefill = flash_attn_varlen_func
+                else:
+                    fa3_unusable_reason = str(fa_version_unsupported_reason(3))
             except Exception as e:  # noqa: BLE001 -- then our kernels run prefill too
-                logger.info("vllm-bass: FA3 not usable for prefill steps (%s)", e)
+                fa3_unusable_reason = f"{type(e).__name__}: {e}"
+        if fa3_unusable_reason:
+            logger.info("vllm-bass: prefill steps run our attention kernels (FA3 not used: "
+                        "%s)", fa3_unusable_reason)
     return _fa3_prefill or None
+
+
+_fa3_prefill_checked = False
+FA3_PREFILL_TOLERANCE = 2e-2  # relative L2 (bf16 rounding of P and of the output: ~4e-3)
+
+
+def check_fa3_prefill(fa3_out: torch.Tensor, ours: torch.Tensor) -> bool:
+    """The process's first FA3 prefill is also run by our kernels: FA3 is kept only if the
+    two agree (it reads our cache through strided views), else prefill stays ours."""
+    global _fa3_prefill, _fa3_prefill_checked, fa3_unusable_reason
+    _fa3_prefill_checked = True
+    err = ((fa3_out.float() - ours.float()).norm()
+           / ours.float().norm().clamp_min(1e-30)).item()
+    if err <= FA3_PREFILL_TOLERANCE and bool(torch.isfinite(fa3_out).all()):
+        logger.info("vllm-bass: prefill steps run on FA3 (first prefill checked against our "
+                    "kernels: relative error %.1e)", err)
+        return True
+    _fa3_prefill = False
+    fa3_unusable_reason = f"FA3 disagreed with our kernels on a prefill (relative error {err:.2e})"
+    logger.warning("vllm-bass: %s; prefill steps run our kernels", fa3_unusable_reason)
+    return False
 
 
 _ops: tuple | None = None
@@ -415,7 +448,10 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
         n = attn_metadata.num_actual_tokens
         key_cache, value_cache = self._split_cache(kv_cache)
         out = output.view(output.shape[0], self.num_heads, self.head_size)
-        if attn_metadata.max_query_len >= PREFILL_QUERY_LEN and not attn_metadata.any_batch:
+        # FA3 reads the NHD cache (pages outside heads): our views of it have stride(1) >
+        # stride(2); under the HND layout our kernels run the prefill as well
+        if (attn_metadata.max_query_len >= PREFILL_QUERY_LEN and not attn_metadata.any_batch
+                and key_cache.stride(1) > key_cache.stride(2)):
             fa3 = fa3_for_prefill(query.dtype)
             if fa3 is not None:
                 fa3(q=query[:n].view(n, self.num_heads, self.head_size), k=key_cache,
@@ -424,8 +460,21 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
                     seqused_k=attn_metadata.seq_lens, max_seqlen_k=attn_metadata.max_seq_len,
                     softmax_scale=self.scale, causal=True,
                     block_table=attn_metadata.block_table, fa_version=3)
+                if _fa3_prefill_checked:
+                    return output
+                ours = self._ours(query, key_cache, value_cache, torch.empty_like(out[:n]),
+                                  attn_metadata)
+                if check_fa3_prefill(out[:n], ours):
+                    return output
+                out[:n].copy_(ours)
                 return output
+        self._ours(query, key_cache, value_cache, out[:n], attn_metadata)
+        return output
+
+    def _ours(self, query, key_cache, value_cache, out, attn_metadata) -> torch.Tensor:
+        """Our kernels over the step's tokens, into `out` [n, heads, head_size]."""
         paged_attention, _ = _kernels()
+        n = attn_metadata.num_actual_tokens
         # this layer's own plan: tiles depend on its head configuration
         plan_key = (self.num_heads, self.num_kv_heads, self.head_size, query.dtype)
         plan, workspace = attn_metadata.plan_for(*plan_key)
@@ -433,7 +482,7 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
             query[:n].view(n, self.num_heads, self.head_size),
             key_cache,
             value_cache,
-            out[:n],
+            out,
             attn_metadata.query_start_loc,
             attn_metadata.seq_lens,
             attn_metadata.block_table,
@@ -445,7 +494,7 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
             check=plan_key not in attn_metadata.checked,
         )
         attn_metadata.checked.add(plan_key)
-        return output
+        return out
 
     def do_kv_cache_update(
         self,
