@@ -33,6 +33,7 @@ class Surface:
     why: str
     until: str    # when it can go
     signature: str | None = None  # the signature it was written against (callables)
+    cuda_only: bool = False  # exists only in vLLM's CUDA build (checked on the GPU host)
 
 
 RUNNER = "vllm.v1.worker.gpu_model_runner.GPUModelRunner"
@@ -91,6 +92,17 @@ _FIXED: tuple[Surface, ...] = (
             "the draft proposer BASS drives", UPSTREAM),
     Surface(f"{RUNNER}.cudagraph_dispatcher", "private", "vllm_bass.worker.model_runner",
             "FULL keys for ragged verification batches", "vLLM graphs ragged batches"),
+    Surface(f"{DRAFTER}.draft_attn_groups", "private", "vllm_bass.worker.drafter.draft_graphs",
+            "the draft's attention builders: a captured first pass plans for any batch on our "
+            "backend (`build_for_cudagraph_capture`)", "vLLM captures the drafter's first pass"),
+    Surface("vllm.vllm_flash_attn.flash_attn_varlen_func", "private",
+            "vllm_bass.attention.backend",
+            "prefill steps (64+ token queries) on FA3 over our cache views; our kernels ran "
+            "them at 0.36-0.75x FA3 from 512 tokens", "our kernels match FA3 on prefill",
+            cuda_only=True),
+    Surface("vllm.vllm_flash_attn.flash_attn_interface.is_fa_version_supported", "private",
+            "vllm_bass.attention.backend", "FA3 present on this GPU (prefill steps)",
+            "our kernels match FA3 on prefill", cuda_only=True),
     Surface(f"{DRAFTER}.__class__", "class-swap", "vllm_bass.worker.drafter.draft_model",
             "BASS's draft loop (captured steps, KV catch-up) on vLLM's drafter instance",
             "vLLM takes a drafter class"),
@@ -244,6 +256,11 @@ def check_one(s: Surface) -> str | None:
     """None when the installed vLLM still has the surface as registered, else the problem."""
     from vllm_bass.patches import current_signature, unwrap
 
+    if s.cuda_only:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None  # vLLM's CPU build has no such module
     try:
         if s.kind == "global":
             owner, name = _split(s.symbol)
