@@ -84,3 +84,38 @@ def test_staging_pads_tokens_and_rows():
     assert first.seq_lens[:8].tolist() == [14, 22, 33, 0, 0, 0, 0, 0]
     assert first.sample_rows[:8].tolist() == [2, 5, 8, 0, 0, 0, 0, 0]
     assert torch.equal(first.steps.block_table[:3, :4], cad.block_table_tensor)
+
+
+def test_captured_metadata_plans_for_any_batch_on_backends_that_need_it():
+    """A captured first pass replays batches of other layouts than the one it was captured
+    with: a builder whose launch plans follow its batch (ours: `captures_any_batch`) builds
+    with `build_for_cudagraph_capture`, the others (FA3) with vLLM's drafting build; an
+    eager pass uses vLLM's per-group build as before."""
+    from vllm_bass.worker.drafter.draft_graphs import draft_attention_metadata
+
+    calls = []
+
+    class Builder:
+        def __init__(self, name, any_batch):
+            self.name, self.captures_any_batch = name, any_batch
+
+        def build_for_cudagraph_capture(self, cad):
+            calls.append((self.name, "capture"))
+            return f"{self.name}:capture"
+
+        def build_for_drafting(self, common_attn_metadata, draft_index):
+            calls.append((self.name, f"drafting {draft_index}"))
+            return f"{self.name}:drafting"
+
+    groups = [types.SimpleNamespace(get_metadata_builder=lambda b=Builder("ours", True): b,
+                                    layer_names=["l0", "l1"]),
+              types.SimpleNamespace(get_metadata_builder=lambda b=Builder("fa3", False): b,
+                                    layer_names=["l2"])]
+    drafter = types.SimpleNamespace(
+        draft_attn_groups=groups,
+        build_per_group_and_layer_attn_metadata=lambda cad, draft_index: (
+            None, {"eager": f"vllm's build {draft_index}"}))
+    got = draft_attention_metadata(drafter, "cad", 0, any_batch_graph=True)
+    assert got == {"l0": "ours:capture", "l1": "ours:capture", "l2": "fa3:drafting"}
+    assert calls == [("ours", "capture"), ("fa3", "drafting 0")]
+    assert draft_attention_metadata(drafter, "cad", 0) == {"eager": "vllm's build 0"}
