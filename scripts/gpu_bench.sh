@@ -20,6 +20,8 @@
 #                                       # then the draft-fault tests
 #   [TB_ARGS=...] bash scripts/gpu_bench.sh timebudget  # issue 18 on the GPU (carry .humaneval:
 #                                       # bash scripts/make_humaneval_carry.sh builds it)
+#   bash scripts/gpu_bench.sh attn_default  # session 20: FA3 prefill under our attention,
+#                                       # greedy identity on the new default
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
 #                                       # the any-batch grid vs the direct grid),
 #                                       # then the engine tests outside the engine part
@@ -93,6 +95,18 @@ case "${1:-}" in
     timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_vllm" \
       $VS_ARGS 2>&1 | tee "$W/vs_vllm.log"
     pack vs_vllm ;;
+  attn_default)  # session 20's open checks on the new default (our attention): the FA3
+    # prefill path (kernel, then engine), greedy identity with the defaults, the engine suite
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    timeout 150 python3 -m pytest -m gpu -v -rfEs -p no:cacheprovider \
+      tests/kernels/test_bass_attention_backend.py -k "prefill or fa3" 2>&1 \
+      | tee "$W/gpu_tests_prefill_kernel.txt"
+    timeout "${TESTS_TIMEOUT:-400}" python3 -m pytest -m gpu -v -rfEs -p no:cacheprovider \
+      tests/test_engine_attention_backend.py \
+      tests/test_engine_draft_graphs.py::test_greedy_identical_with_graphs_and_default_policy \
+      2>&1 | tee "$W/gpu_tests_default_attention.txt"
+    cp "$W"/gpu_tests_*.txt "$OUT/" 2>/dev/null
+    pack attn_default ;;
   matrix)  # session 10: one slice of issue 13's matrix per call (VS_ARGS), calls back to
     # back on one machine (gpu_uuid.txt says which); MATRIX_TESTS: pytest targets run first
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1

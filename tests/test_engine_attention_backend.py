@@ -55,15 +55,20 @@ def test_self_draft_accepted_through_draft_graphs_on_bass_attention(dtype):
         "fallbacks"], f"the first pass did not replay its graphs on our attention: {stats}"
 
 
-def test_prefill_on_fa3_agrees_with_prefill_on_our_kernels(monkeypatch):
+def test_prefill_on_fa3_agrees_with_prefill_on_our_kernels(monkeypatch, tmp_path):
     """bf16 on our attention: prompts far over PREFILL_QUERY_LEN tokens prefill through FA3
-    (the default) or through our kernels (VLLM_BASS_PREFILL_FA3=0); the two engines' first
-    greedy tokens agree (one prompt may flip a bf16 near-tie)."""
+    (the default; its log says the first prefill was checked and kept) or through our
+    kernels (VLLM_BASS_PREFILL_FA3=0); the two engines' first greedy tokens agree (one
+    prompt may flip a bf16 near-tie)."""
     prompts = [" ".join((p.split() * 80)[:150]) for p in PROMPTS]  # 150 words each
     job = [{"prompts": prompts, "sampling": {"temperature": 0.0, "max_tokens": 6,
                                                "ignore_eos": True}}]
     kwargs = base_engine_kwargs(dtype="bfloat16", attention_config={"backend": "CUSTOM"})
-    on_fa3 = run_engine(kwargs, job)["results"][0]["token_ids"]
+    log = tmp_path / "fa3.log"
+    on_fa3 = run_engine(kwargs, job, log_path=str(log))["results"][0]["token_ids"]
+    text = log.read_text()
+    assert "prefill steps run on FA3" in text, [
+        line for line in text.splitlines() if "prefill steps" in line]
     monkeypatch.setenv("VLLM_BASS_PREFILL_FA3", "0")
     on_ours = run_engine(kwargs, job)["results"][0]["token_ids"]
     same = sum(a[0][:3] == b[0][:3] for a, b in zip(on_fa3, on_ours))
