@@ -281,7 +281,8 @@ def choose_attention_backends(vllm_config: Any, cfg: BassConfig) -> None:
             continue
         if getattr(holder, field) is not None:
             continue  # chosen by the user
-        why_not = default_backend_unsupported(model_config, kv_dtype)
+        why_not = default_backend_unsupported(model_config, kv_dtype,
+                                              current_platform.get_device_capability())
         if why_not:
             logger.info("vllm-bass: %s keeps vLLM's attention backend (%s)", role, why_not)
             continue

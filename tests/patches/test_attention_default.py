@@ -29,6 +29,13 @@ def test_default_only_where_the_kernels_apply():
                                                            sliding_window=4096))
     assert "head size" in default_backend_unsupported(_model(head_size=12))
     assert "kv_cache_dtype" in default_backend_unsupported(_model(), "fp8")
+    # a GPU older than Ampere keeps vLLM's backend (the default must not stop the engine)
+    from vllm.platforms.interface import DeviceCapability
+
+    assert default_backend_unsupported(_model(), "auto", DeviceCapability(9, 0)) is None
+    assert default_backend_unsupported(_model(), "auto", DeviceCapability(8, 0)) is None
+    assert "compute capability 7.5" in default_backend_unsupported(
+        _model(), "auto", DeviceCapability(7, 5))
 
 
 def test_attention_option_is_validated():

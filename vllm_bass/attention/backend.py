@@ -53,8 +53,14 @@ DEFAULT_ARCHITECTURES = frozenset({
     "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"})
 
 
-def default_backend_unsupported(model_config, kv_cache_dtype: str = "auto") -> str | None:
-    """Why our backend should not be the *default* for this model (None: it can be)."""
+def default_backend_unsupported(model_config, kv_cache_dtype: str = "auto",
+                                capability: "DeviceCapability | None" = None) -> str | None:
+    """Why our backend should not be the *default* for this model on this GPU (`capability`;
+    None: not asked) (None: it can be)."""
+    if capability is not None and not BassAttentionBackend.supports_compute_capability(
+            capability):
+        return (f"compute capability {capability.major}.{capability.minor} "
+                "(our kernels need 8.0 or newer)")
     hf = model_config.hf_text_config
     archs = set(getattr(model_config, "architectures", None) or [])
     if not archs & DEFAULT_ARCHITECTURES:
