@@ -45,3 +45,19 @@ def test_synthetic_length_and_heterogeneous_groups():
     assert 0 < accepted < 4 * drafts
     per_pos = metric(m, "vllm:spec_decode_num_accepted_tokens_per_pos")
     assert per_pos[0] == per_pos[1] == per_pos[2] == per_pos[3], per_pos
+
+
+def test_default_group_follows_the_request_id_without_vllms_random_suffix():
+    """vLLM 0.27.1 appends "-<8 hex>" to every request id to make it unique; a request that
+    does not ask for a group gets it from the id it was given, so the same request lands in
+    the same group every run (the heterogeneous test above had a 1-in-128 chance of one
+    group only), and LLM.generate's counter ids spread over the groups."""
+    from vllm.utils import random_uuid
+
+    from vllm_bass.worker.sampler import default_synthetic_group
+
+    for rid in ("0", "7", "cmpl-abc-3"):
+        assert default_synthetic_group(f"{rid}-{random_uuid():.8}", 2) == (
+            default_synthetic_group(rid, 2))
+    assert {default_synthetic_group(str(i), 2) for i in range(8)} == {0, 1}
+    assert {default_synthetic_group(str(i), 3) for i in range(8)} == {0, 1, 2}

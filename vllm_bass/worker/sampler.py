@@ -9,6 +9,7 @@ acceptance for benchmarks. Seeded requests verify position-keyed (`worker.seeded
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import torch
@@ -56,6 +57,18 @@ def process_target_logits(logits: torch.Tensor, sampling_metadata, req_of_token:
     if top_k is None and top_p is None:
         return logits
     return apply_top_k_top_p(logits, top_k, top_p)
+
+
+# vLLM 0.27.1 makes a request's internal id unique with a random suffix: "<id>-<8 hex>"
+# (`v1/engine/input_processor.py`); the default group follows the id without it
+_UNIQUE_SUFFIX = re.compile(r"-[0-9a-f]{8}$")
+
+
+def default_synthetic_group(req_id: str, n_groups: int) -> int:
+    """The synthetic group of a request that did not ask for one: from the id the user (or
+    LLM.generate's counter) gave it, so the same request gets the same group in every run
+    and every batch composition."""
+    return sum(_UNIQUE_SUFFIX.sub("", req_id).encode()) % n_groups
 
 
 # SamplingParams(extra_args={SYNTHETIC_GROUP_KEY: g}): a request's synthetic acceptance group
@@ -107,7 +120,7 @@ class BassRejectionSampler(RejectionSampler):
                 # asked for, else deterministic per request id: the same group on every
                 # TP rank and every run
                 self.request_groups[rid] = (int(asked) % n_groups if asked is not None
-                                            else sum(rid.encode()) % n_groups)
+                                            else default_synthetic_group(rid, n_groups))
             idx.append(self.request_groups[rid])
         value = self.synthetic_groups[to_device(idx, self.synthetic_groups.device, torch.long)]
         self._rates_key, self._rates_value = key, value
