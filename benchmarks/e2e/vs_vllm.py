@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import os
 import signal
 import subprocess
@@ -156,6 +157,20 @@ def engine_kwargs(system: str, target: str, draft: str, max_model_len: int,
     return kwargs
 
 
+MAX_REPEATS = 8
+
+
+def timed_repeats(repeats: int, warm_seconds: float, min_seconds: float) -> int:
+    """Repeats of a setting: at least `repeats`, and enough to time about `min_seconds`
+    (judged by the warm-up run), at most MAX_REPEATS. A batch-1 run takes ~0.5 s, and the
+    best of two of them scattered by 10-15% between systems on one H100 (session 21: vLLM
+    K=2 at batch 8 ran 4.92-14.43 ms/token over five repeats), more than the differences
+    being measured; large batches stay at `repeats`."""
+    if min_seconds <= 0 or warm_seconds <= 0:
+        return repeats
+    return max(repeats, min(MAX_REPEATS, math.ceil(min_seconds / warm_seconds)))
+
+
 # ---------------------------------------------------------------------------------- child
 def _child(spec_path: str, out_path: str) -> None:
     import random
@@ -210,13 +225,17 @@ def _child(spec_path: str, out_path: str) -> None:
             n_slots = len(groups)
             slot_runs = ([[i] for i in range(n_slots)] if batch == 1 and n_slots > 1
                          else [[i % n_slots for i in range(batch)]])
+            warm_start = time.perf_counter()
             for slots in slot_runs:  # warm-up, full length: every shape of the batch's
                 # tail too (JIT compiles), the cost model, the estimates
                 llm.generate(prompts(len(slots)), params(slots, n_tokens), use_tqdm=False)
+            warm_seconds = (time.perf_counter() - warm_start) / len(slot_runs)
             before = counters()
             kernels_before = compiled_kernels()
             reps = []
-            for _ in range(spec["repeats"]):  # the fastest repeat: one-off stalls left out
+            n_repeats = timed_repeats(spec["repeats"], warm_seconds,
+                                      spec.get("min_timed_seconds", 0.0))
+            for _ in range(n_repeats):  # the fastest repeat: one-off stalls left out
                 seconds = 0.0
                 for slots in slot_runs:
                     start = time.perf_counter()
@@ -299,6 +318,7 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
                                     max(args.batches)),
             "system": system, "draft": draft, "max_tokens": args.max_tokens,
             "prompt_len": args.prompt_len, "batches": args.batches, "repeats": args.repeats,
+            "min_timed_seconds": args.min_timed_seconds,
             "acceptance": acceptance_for(system, args.acceptance),
             "profile_dir": args.profile_dir, "profile_batches": args.profile_batches,
             "profile_acceptance": args.profile_acceptance}
@@ -507,6 +527,9 @@ def main() -> None:
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--min-timed-seconds", type=float, default=3.0,
+                   help="more repeats (up to MAX_REPEATS) where a run is short, so that a "
+                   "setting's timed runs last about this long; 0: exactly --repeats")
     p.add_argument("--trace-dir", default=None)
     p.add_argument("--out", default=str(REPO / "benchmarks/results/vs_vllm"))
     p.add_argument("--report", action="store_true", help="only rewrite the table and plots")

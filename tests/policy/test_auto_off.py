@@ -257,7 +257,11 @@ def test_no_measuring_off_steps_when_speculation_clearly_pays(policy):
     from vllm_bass.policy.auto_off import CONFIDENT_SPEEDUP, predicted_speedup
 
     cheap = StepCostModel(base=1.0, per_draft_step=0.01, per_verify_token=0.002)
-    for cost, measures in ((cheap, False), (MARGINAL, True)):
+    # drafting pays, but by less than CONFIDENT_SPEEDUP (per_request drafts shorter than
+    # fixed K=4, so its draft steps must cost more for that)
+    marginal = MARGINAL if policy == "fixed" else StepCostModel(
+        base=1.0, per_draft_step=0.4, per_verify_token=0.002)
+    for cost, measures in ((cheap, False), (marginal, True)):
         p = make_policy(cfg(policy, 4)) if policy == "per_request" else AutoOff(
             FixedDraftLength(4), cfg("fixed", 4), cost)
         p.cost = cost
@@ -265,6 +269,7 @@ def test_no_measuring_off_steps_when_speculation_clearly_pays(policy):
         speedup = predicted_speedup(cost, [p.estimates.alpha("a")] * 2,
                                     [plan.length_for("a"), plan.length_for("b")])
         assert (speedup >= CONFIDENT_SPEEDUP) != measures, speedup
+        assert speedup > 1.0, speedup
         p.probes.need_off_sample = True
         lengths = [p.plan(["a", "b"]).batch_length for _ in range(30)]
         assert (0 in lengths) == measures, (policy, lengths)
