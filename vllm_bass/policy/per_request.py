@@ -143,7 +143,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         leave the batch. Maximising tokens per second instead drafted long for a closed
         mix's alpha-0.9 half while its alpha-0.3 quarter set the time: in closed-batch
         simulation of the H100 step law with +-15% step scatter, batch 8, 1.08x plain
-        against 1.14x (`benchmarks/e2e/sim_closed_plan_ab.py`; session19/sim_closed_plan_ab)."""
+        against 1.14x (`benchmarks/e2e/sim_policy_ab.py`; session19/sim_closed_plan_ab)."""
         n = len(alphas)
         alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 0.999)
         rem = np.maximum(np.asarray(remaining, dtype=np.float64), 1.0)

@@ -1,0 +1,90 @@
+"""Policy A/Bs without a device: per_request variants on `sim_closed_batch.py`'s simulated
+H100 (session 18's step law, step-time jitter), closed batches of 128 new tokens; plain
+decoding's makespan over each variant's (higher is better), fixed K for reference.
+
+    # session 19: the closed-batch plan
+    python benchmarks/e2e/sim_policy_ab.py --variants closed_plan,open_plan \\
+        --out benchmarks/results/session19/sim_closed_plan_ab.json
+    # session 21: when auto-off measures plain decoding (CONFIDENT_SPEEDUP)
+    python benchmarks/e2e/sim_policy_ab.py --variants confident1.3,confident1.2 \\
+        --acceptance 0.3,0.4,0.5,0.6,0.7,mix --batches 1,8,32,64 --fixed-k 2,3 \\
+        --out benchmarks/results/session21/sim_confident_speedup_ab.json
+
+Variants: `closed_plan` / `open_plan` (`closed_batch_plan` on / off), `confidentX` (the
+predicted speedup above which no off-step measures plain decoding), `default`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+import sim_closed_batch as scb  # noqa: E402
+
+from vllm_bass.policy.auto_off import CONFIDENT_SPEEDUP as DEFAULT_CONFIDENT  # noqa: E402
+
+
+def configure(variant: str, sched) -> None:
+    """Set the variant on a fresh scheduler's policy (and the module constants it reads)."""
+    from vllm_bass.policy import auto_off, per_request
+
+    confident = (float(variant[len("confident"):]) if variant.startswith("confident")
+                 else DEFAULT_CONFIDENT)
+    auto_off.CONFIDENT_SPEEDUP = per_request.CONFIDENT_SPEEDUP = confident
+    if variant in ("closed_plan", "open_plan"):
+        sched.bass_policy.closed_batch_plan = variant == "closed_plan"
+    elif variant != "default" and not variant.startswith("confident"):
+        raise SystemExit(f"unknown variant {variant!r}")
+
+
+def makespan_ratio(variant: str, acceptance: str, batch: int, seeds: int) -> float:
+    alphas = scb.alphas_for(acceptance, batch)
+    times = []
+    for seed in range(seeds):
+        if variant.startswith("k"):
+            sched = scb.scheduler(batch, "fixed", int(variant[1:]), False, True, 512)
+        else:
+            sched = scb.scheduler(batch, "per_request", 16, True, True, 512)
+            configure(variant, sched)
+        scb.run_batch(sched, alphas, 128, 1000 + 17 * seed)  # warm: fits, pool
+        times.append(scb.run_batch(sched, alphas, 128, seed)["ms"])
+    return 128 * scb.h100_step_ms(batch, 0, 0) / statistics.mean(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--variants", default="closed_plan,open_plan")
+    ap.add_argument("--acceptance", default="mix,0.6,0.9,0.3")
+    ap.add_argument("--batches", default="8,32,64,256")
+    ap.add_argument("--fixed-k", default="", help="fixed K without auto-off, for reference")
+    ap.add_argument("--seeds", type=int, default=6)
+    ap.add_argument("--jitter", type=float, default=0.15)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    scb.JITTER[0] = args.jitter
+    variants = args.variants.split(",") + [f"k{k}" for k in args.fixed_k.split(",") if k]
+    rows = []
+    for acceptance in args.acceptance.split(","):
+        for batch in (int(b) for b in args.batches.split(",")):
+            row = {"acceptance": acceptance, "batch": batch}
+            for variant in variants:
+                row[variant] = makespan_ratio(variant, acceptance, batch, args.seeds)
+            rows.append(row)
+            print(row, flush=True)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(
+            {"device": "none (simulated H100 step law)", "seeds": args.seeds,
+             "jitter": args.jitter, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
