@@ -20,6 +20,8 @@
 #                                       # then the draft-fault tests
 #   [TB_ARGS=...] bash scripts/gpu_bench.sh timebudget  # issue 18 on the GPU (carry .humaneval:
 #                                       # bash scripts/make_humaneval_carry.sh builds it)
+#   bash scripts/gpu_bench.sh plan_ab   # session 21: per_request vs fixed K=2 / 3 in BASS's
+#                                       # engine, then the default's plan trace at batch 8
 #   bash scripts/gpu_bench.sh attn_default  # session 20: FA3 prefill under our attention,
 #                                       # greedy identity on the new default
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
@@ -95,6 +97,18 @@ case "${1:-}" in
     timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_vllm" \
       $VS_ARGS 2>&1 | tee "$W/vs_vllm.log"
     pack vs_vllm ;;
+  plan_ab)  # session 21's next step: the per-request plan against fixed K in BASS's own
+    # engine (alpha 0.5 / 0.7, batch 1 / 8 / 32), untimed plan traces of the default after
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    timeout "${VS_TIMEOUT:-420}" python3 benchmarks/e2e/vs_vllm.py --out "$W/plan_ab" \
+      --systems bass_default,bass_fixed2,bass_fixed3 --drafts 4x1024 --acceptance 0.5,0.7 \
+      --batches 1,8,32 --repeats 2 --timeout 140 ${VS_ARGS:-} 2>&1 | tee "$W/plan_ab.log"
+    cp "$W/plan_ab.json" "$OUT/" 2>/dev/null
+    mkdir -p "$W/traces"
+    timeout "${TRACE_TIMEOUT:-150}" python3 benchmarks/e2e/vs_vllm.py --out "$W/plan_trace" \
+      --systems bass_default --drafts 4x1024 --acceptance 0.5 --batches 8 --repeats 2 \
+      --timeout 140 --trace-dir "$W/traces" > "$W/plan_trace.log" 2>&1
+    pack plan_ab ;;
   attn_default)  # session 20's open checks on the new default (our attention): the FA3
     # prefill path (kernel, then engine), greedy identity with the defaults, the engine suite
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
@@ -180,5 +194,5 @@ case "${1:-}" in
       > "$W/time_budget.log" 2>&1
     tail -5 "$W/time_budget.log"
     pack timebudget ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget" >&2; exit 2 ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab" >&2; exit 2 ;;
 esac
