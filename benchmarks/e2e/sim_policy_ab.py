@@ -7,7 +7,7 @@ decoding's makespan over each variant's (higher is better), fixed K for referenc
         --out benchmarks/results/session19/sim_closed_plan_ab.json
     # session 21: when auto-off measures plain decoding (CONFIDENT_SPEEDUP)
     python benchmarks/e2e/sim_policy_ab.py --variants confident1.3,confident1.2 \\
-        --acceptance 0.3,0.4,0.5,0.6,0.7,mix --batches 1,8,32,64 --fixed-k 2,3 \\
+        --acceptance 0.3,0.4,0.5,0.6,0.7,0.8,mix --batches 1,8,32,64,128 --fixed-k 2,3 \\
         --out benchmarks/results/session21/sim_confident_speedup_ab.json
 
 Variants: `closed_plan` / `open_plan` (`closed_batch_plan` on / off), `confidentX` (the
