@@ -34,11 +34,10 @@ from vllm_bass.policy.auto_off import CONFIDENT_SPEEDUP as DEFAULT_CONFIDENT  # 
 
 def configure(variant: str, sched) -> None:
     """Set the variant on a fresh scheduler's policy (and the module constants it reads)."""
-    from vllm_bass.policy import auto_off, per_request
+    from vllm_bass.policy import auto_off
 
-    confident = (float(variant[len("confident"):]) if variant.startswith("confident")
-                 else DEFAULT_CONFIDENT)
-    auto_off.CONFIDENT_SPEEDUP = per_request.CONFIDENT_SPEEDUP = confident
+    auto_off.CONFIDENT_SPEEDUP = (float(variant[len("confident"):])
+                                  if variant.startswith("confident") else DEFAULT_CONFIDENT)
     if variant in ("closed_plan", "open_plan"):
         sched.bass_policy.closed_batch_plan = variant == "closed_plan"
     elif variant != "default" and not variant.startswith("confident"):

@@ -35,8 +35,10 @@ MEASURE_OFF_INTERVAL = 8  # consecutive on-steps before one measuring off-step, 
 # off-step at alpha 0.8 gives up ~3.5 tokens per sequence: measuring every ~40 steps cost
 # 5-11% of the steps (session 9, H100, batch 8-32). Session 21: 1.3 (session 9's value)
 # still measured at alpha 0.4-0.6, where a plan is predicted 1.2-1.3x; in closed-batch
-# simulation of the H100 step law (`benchmarks/e2e/sim_policy_ab.py`) 1.2 gained up to 4%
-# there and changed nothing where the prediction is below 1.2 (alpha 0.3, large batches).
+# simulation of the H100 step law (`benchmarks/e2e/sim_policy_ab.py`, 35 settings) 1.2
+# gained 0.4% on average, -1.4% (the mix, batch 8) to +4.3% (alpha 0.6, batch 8), and
+# changed nothing where the prediction is below 1.2 (alpha 0.3 and 0.4 from batch 32).
+# per_request reads it through this module (one value for every policy).
 CONFIDENT_SPEEDUP = 1.2
 
 

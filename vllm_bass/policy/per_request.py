@@ -23,8 +23,8 @@ import math
 
 import numpy as np
 
-from vllm_bass.policy.auto_off import (CONFIDENT_SPEEDUP, AcceptanceEstimates, ProbeSchedule,
-                                       predicted_speedup)
+from vllm_bass.policy import auto_off
+from vllm_bass.policy.auto_off import AcceptanceEstimates, ProbeSchedule, predicted_speedup
 from vllm_bass.policy.cost_model import PRIOR_COSTS, StepCostModel
 from vllm_bass.policy.policies import (DraftLengthPolicy, DraftPlan, Verified,
                                        keep_best_positions)
@@ -317,7 +317,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         if probe:
             lengths = [1] * len(req_ids)  # re-measure acceptance now and then
         elif self.min_length == 0 and self.probes.measure_off_due(
-                off, self._last_speedup >= CONFIDENT_SPEEDUP):
+                off, self._last_speedup >= auto_off.CONFIDENT_SPEEDUP):
             lengths = [0] * len(req_ids)  # measure what plain decoding costs
         elif not off:
             lengths = self._maybe_explore(lengths)
