@@ -74,6 +74,9 @@ EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
                                               "num_speculative_tokens": k, "auto_off": False,
                                               "verify_knee_tokens": 0} for k in range(1, 9)},
                  "bass_noknee": {"verify_knee_tokens": 0},
+                 # the default policy under another bound on the draft length (the bound
+                 # sizes the verification graphs' attention plans and the lookahead slots)
+                 **{f"bass_kmax{k}": {"num_speculative_tokens": k} for k in (4, 6, 8, 12)},
                  # per_request with one length for all unless ragged promises 10% more
                  "bass_uniform": {"uniform_plan_margin": 0.1},
                  # draft-length exploration off / on (off is the default since session 14)

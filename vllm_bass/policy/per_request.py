@@ -41,6 +41,12 @@ SEQUENCE_PROBE_INTERVAL = 4  # drafting steps a request sits out before a one-to
 # the H100 step law drafted 1 token at alpha 0.6, batch 32 (1.11x plain where K=3 makes
 # 1.28x).
 EXPLORE_INTERVAL = 8
+# A plan is solved again when an acceptance estimate moved this much since it was solved,
+# after REPLAN_EVERY steps, or every step once a closed batch's request has at most
+# REPLAN_NEAR_END tokens left (its end decides the batch's)
+REPLAN_ALPHA_CHANGE = 0.05
+REPLAN_EVERY = 4
+REPLAN_NEAR_END = 16
 
 
 class PerRequestDraftLength(DraftLengthPolicy):
@@ -62,6 +68,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self.token_budget: int | None = None
         self._last_key: tuple | None = None
         self._last_lengths: list[int] = []
+        self._last_alphas: list[float] = []
+        self._plan_age = 0  # plan() calls since the plan was last solved
         self._last_speedup = 1.0
         self._undrafted: dict[str, int] = {}  # consecutive drafting steps a request sat out
         # tokens each request may still emit (max_tokens - output) while the batch is closed
@@ -150,13 +158,18 @@ class PerRequestDraftLength(DraftLengthPolicy):
         phi = min(max(float(self.per_request_share), 0.0), 1.0)
         alive = 1.0 - phi + phi * (n - np.arange(n)) / n
         room = self._draft_room(n)
+        lengths = np.arange(0, self.k_max + 1)
+        if room is not None:
+            lengths = lengths[lengths * n <= room]
+            if not len(lengths):
+                return 0
+        # every length at once (one sort of a (lengths x n) array): this runs every step,
+        # and a loop over the lengths cost ~0.4 ms of host time at batch 8
+        steps = np.sort(rem * (1.0 - alpha) / (1.0 - alpha ** (lengths[:, None] + 1)), axis=1)
+        spans = (np.diff(steps, axis=1, prepend=0.0) * alive).sum(axis=1)
         best, best_time = 0, math.inf
-        for length in range(0, self.k_max + 1):
-            if room is not None and length * n > room:
-                break
-            steps = np.sort(rem * (1.0 - alpha) / (1.0 - alpha ** (length + 1)))
-            time = (self.cost.time_for(length, length * n)
-                    * float((np.diff(steps, prepend=0.0) * alive).sum()))
+        for length, span in zip(lengths.tolist(), spans.tolist()):
+            time = self.cost.time_for(length, length * n) * span
             if time < best_time * (1.0 - 1e-9):
                 best, best_time = length, time
         return best
@@ -253,6 +266,21 @@ class PerRequestDraftLength(DraftLengthPolicy):
         tokens = float((1.0 + geometric).sum())
         return tokens / self.cost.time_for(int(lengths_arr.max()), int(lengths_arr.sum()))
 
+    def uniform_pays(self, alphas: list[float]) -> bool:
+        """Some length for all (within the token budget) beats plain decoding's rate."""
+        n = len(alphas)
+        longest = self.k_max
+        room = self._draft_room(n)
+        if room is not None and n:
+            longest = min(longest, room // n)
+        if longest < 1:
+            return False
+        alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 1.0)
+        tokens = n + np.cumsum((alpha[:, None] ** np.arange(1, longest + 1)[None, :])
+                               .sum(axis=0))
+        times = np.array([self.cost.time_for(k, k * n) for k in range(1, longest + 1)])
+        return bool((tokens / times).max() > n / self.cost.time_for(0, 0) * (1.0 + 1e-12))
+
     def best_uniform_length(self, alphas: list[float], shortest: int = 0,
                             longest: int | None = None) -> tuple[int, float]:
         """The one draft length (>= shortest, <= longest) for every sequence with the best
@@ -276,13 +304,17 @@ class PerRequestDraftLength(DraftLengthPolicy):
         `remaining` given), unless one length for all comes within uniform_plan_margin of
         it (BassConfig.uniform_plan_margin; 0: always the ragged optimum)."""
         longest = self.k_max
-        lengths = self.best_lengths(alphas)
-        if (self.closed_batch_plan and remaining is not None and len(alphas) >= 2
-                and any(lengths)):
-            # whether to draft at all stays the token rate's call: the closed objective
-            # follows the lowest acceptance estimate, and noisy estimates of a marginal
-            # quarter (a mix's alpha 0.3) turned whole batches off (H100, session 19: 28%
-            # off-steps at batch 8)
+        closed = self.closed_batch_plan and remaining is not None and len(alphas) >= 2
+        # whether to draft at all stays the token rate's call: the closed objective follows
+        # the lowest acceptance estimate, and noisy estimates of a marginal quarter (a mix's
+        # alpha 0.3) turned whole batches off (H100, session 19: 28% off-steps at batch 8).
+        # One length for all is a plan too, so where it beats plain decoding drafting pays
+        # without the ragged search (the search is most of a plan's host time)
+        if closed and self.uniform_pays(alphas):
+            lengths = [1]
+        else:
+            lengths = self.best_lengths(alphas)
+        if closed and any(lengths):
             longest = max(1, self.closed_batch_cap(alphas, remaining))
             lengths = self.lengths_within(alphas, longest)
         ragged = [max(self.min_length, n) for n in lengths]
@@ -297,18 +329,34 @@ class PerRequestDraftLength(DraftLengthPolicy):
             return [k] * len(alphas)
         return ragged
 
+    def _plan_stands(self, req_ids: list[str], alphas: list[float],
+                     remaining: list[int] | None) -> bool:
+        """The last plan still holds: same requests, cost model and closed-batch state, no
+        estimate moved by REPLAN_ALPHA_CHANGE since, fewer than REPLAN_EVERY steps ago (no
+        age limit while no estimate changed at all: off-steps verify nothing), and no
+        request of a closed batch near its end. Replanning every step cost 0.6-0.8 ms of
+        host time at batch 8-64 (2-core CPU), on the critical path of a host-bound step."""
+        if self._last_key != (tuple(req_ids), self.cost, remaining is None,
+                              self.per_request_share):
+            return False
+        if remaining is not None and min(remaining) <= REPLAN_NEAR_END:
+            return False
+        drift = max((abs(a - b) for a, b in zip(alphas, self._last_alphas)), default=0.0)
+        if drift == 0.0:
+            return True
+        return drift < REPLAN_ALPHA_CHANGE and self._plan_age < REPLAN_EVERY
+
     def plan(self, req_ids: list[str]) -> DraftPlan:
-        # the optimum depends only on the estimates and the cost model: while neither
-        # changed (off-steps verify nothing) the last answer stands
         remaining = (None if self.remaining is None or len(req_ids) < 2
                      else [self.remaining.get(r, 1) for r in req_ids])
-        key = (tuple(req_ids), self.estimates.version, self.cost,
-               None if remaining is None else (tuple(remaining), self.per_request_share))
-        if self._last_key != key:
-            self._last_key = key
-            alphas = [self.alpha(r) for r in req_ids]
+        alphas = [self.alpha(r) for r in req_ids]
+        if not self._plan_stands(req_ids, alphas, remaining):
+            self._last_key = (tuple(req_ids), self.cost, remaining is None,
+                              self.per_request_share)
+            self._last_alphas, self._plan_age = alphas, 0
             self._last_lengths = self.choose_lengths(alphas, remaining)
             self._last_speedup = predicted_speedup(self.cost, alphas, self._last_lengths)
+        self._plan_age += 1
         lengths = list(self._last_lengths)
         off = bool(req_ids) and not any(lengths)
         if not off:
@@ -321,6 +369,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
             lengths = [0] * len(req_ids)  # measure what plain decoding costs
         elif not off:
             lengths = self._maybe_explore(lengths)
-        if self.uniform_plan_margin > 0 and len(set(lengths)) <= 1:
-            return DraftPlan(lengths[0] if lengths else 0, None, probe)  # fixed K's path
+        if len(set(lengths)) <= 1:
+            # one length for all: fixed K's plan (no per-request placeholders to trim)
+            return DraftPlan(lengths[0] if lengths else 0, None, probe)
         return DraftPlan(max(lengths), dict(zip(req_ids, lengths)), probe)
