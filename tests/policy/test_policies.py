@@ -387,3 +387,81 @@ def test_the_closed_plan_never_turns_a_drafting_batch_off():
                                          draft_length_policy="per_request",
                                          closed_batch_plan=False), cost)
     assert q.choose_lengths(alphas, [100] * 8) == q.best_lengths(alphas)
+
+
+def test_per_request_plan_is_reused_until_an_estimate_moves():
+    """Solving a plan is most of the policy's host time per step: it is solved again when
+    the batch, the costs or an estimate (by REPLAN_ALPHA_CHANGE) changed, or after
+    REPLAN_EVERY steps, and reused otherwise."""
+    from vllm_bass.policy import per_request as module
+
+    p = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=8,
+                                         draft_length_policy="per_request"))
+    ids = ["a", "b", "c"]
+    alphas = {"a": 0.7, "b": 0.7, "c": 0.7}
+    p.estimates.alpha = lambda r: alphas[r]
+    solved = []
+    choose = p.choose_lengths
+    p.choose_lengths = lambda *args: solved.append(1) or choose(*args)
+    first = p.plan(ids)
+    assert len(solved) == 1
+    alphas["a"] = 0.7 + module.REPLAN_ALPHA_CHANGE / 2  # a small move: the plan stands
+    assert p.plan(ids) == first and len(solved) == 1
+    alphas["a"] = 0.7 + 2 * module.REPLAN_ALPHA_CHANGE  # a large one: solved again
+    p.plan(ids)
+    assert len(solved) == 2
+    alphas["a"] += module.REPLAN_ALPHA_CHANGE / 4  # small moves, but the plan ages
+    for _ in range(module.REPLAN_EVERY):
+        p.plan(ids)
+    assert len(solved) == 3
+    p.plan(ids[:2])  # another batch
+    assert len(solved) == 4
+    alphas["a"] = 0.0  # the same plan as a fresh policy's, whatever came before
+    fresh = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=8,
+                                             draft_length_policy="per_request"))
+    fresh.estimates.alpha = p.estimates.alpha
+    assert p.plan(ids) == fresh.plan(ids)
+
+
+def test_per_request_one_length_for_all_takes_fixed_k_path():
+    """A plan that gives every sequence the same length is fixed K's plan (no per-request
+    lengths), margin or not, so the scheduler trims no placeholders."""
+    p = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=8,
+                                         draft_length_policy="per_request"))
+    ids = [f"r{i}" for i in range(4)]
+    p.estimates.alpha = lambda r: 0.8
+    plan = p.plan(ids)
+    assert plan.per_request is None and plan.batch_length > 0
+    p.estimates.alpha = {"r0": 0.99, "r1": 0.99, "r2": 0.05, "r3": 0.05}.get
+    p.cost = StepCostModel(base=1.0, per_draft_step=0.02, per_verify_token=0.05,
+                           draft_pass=0.05)
+    ragged = p.plan(ids)
+    assert ragged.per_request is not None and len(set(ragged.per_request.values())) > 1
+
+
+def test_closed_batch_cap_matches_the_loop_over_lengths():
+    """The cap over every length at once equals the length-by-length minimum."""
+    import math
+
+    p = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=12,
+                                         draft_length_policy="per_request"))
+    p.per_request_share = 0.4
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        n = int(rng.integers(2, 40))
+        alphas = list(rng.uniform(0.0, 0.98, n))
+        remaining = list(rng.integers(1, 200, n))
+        p.token_budget = int(rng.choice([0, 64, 512])) or None
+        best, best_time = 0, math.inf
+        a = np.clip(np.asarray(alphas), 0.0, 0.999)
+        alive = 1 - 0.4 + 0.4 * (n - np.arange(n)) / n
+        for length in range(p.k_max + 1):
+            if p.token_budget is not None and length * n > p.token_budget - n:
+                break
+            steps = np.sort(np.maximum(np.asarray(remaining, float), 1.0) * (1 - a)
+                            / (1 - a ** (length + 1)))
+            t = p.cost.time_for(length, length * n) * float(
+                (np.diff(steps, prepend=0.0) * alive).sum())
+            if t < best_time * (1 - 1e-9):
+                best, best_time = length, t
+        assert p.closed_batch_cap(alphas, remaining) == best
