@@ -22,6 +22,9 @@
 #                                       # bash scripts/make_humaneval_carry.sh builds it)
 #   bash scripts/gpu_bench.sh plan_ab   # session 21: per_request vs fixed K=2 / 3 in BASS's
 #                                       # engine, then the default's plan trace at batch 8
+#   [ORDER_SYSTEMS=...] bash scripts/gpu_bench.sh order_ab  # session 22's next step: the
+#                                       # default's bound (16 vs 8) and auto-off, with fixed
+#                                       # K=2 first and last (NAME@2: the order check)
 #   bash scripts/gpu_bench.sh attn_default  # session 20: FA3 prefill under our attention,
 #                                       # greedy identity on the new default
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
@@ -109,6 +112,17 @@ case "${1:-}" in
       --systems bass_default --drafts 4x1024 --acceptance 0.5 --batches 8 --repeats 2 \
       --timeout 140 --trace-dir "$W/traces" > "$W/plan_trace.log" 2>&1
     pack plan_ab ;;
+  order_ab)  # session 22: is the first engine of a call slow (fixed K=2 first and last)?
+    # then the bound 16 vs 8 and auto-off's cost, alpha 0.5 / 0.7, batch 8 / 32, traced
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    mkdir -p "$W/traces"
+    timeout "${VS_TIMEOUT:-540}" python3 benchmarks/e2e/vs_vllm.py --out "$W/order_ab" \
+      --systems "${ORDER_SYSTEMS:-bass_fixed2,bass_default,bass_kmax8,bass_fixed2@2}" \
+      --drafts 4x1024 --acceptance 0.5,0.7 --batches 8,32 --repeats 2 \
+      --min-timed-seconds 2 --timeout 240 --trace-dir "$W/traces" ${VS_ARGS:-} 2>&1 \
+      | grep -E "start-up|FAILED" | tee "$W/order_ab.log"
+    cp "$W/order_ab.json" "$OUT/" 2>/dev/null
+    pack order_ab ;;
   attn_default)  # session 20's open checks on the new default (our attention): the FA3
     # prefill path (kernel, then engine), greedy identity with the defaults, the engine suite
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
@@ -194,5 +208,5 @@ case "${1:-}" in
       > "$W/time_budget.log" 2>&1
     tail -5 "$W/time_budget.log"
     pack timebudget ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab" >&2; exit 2 ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab" >&2; exit 2 ;;
 esac

@@ -21,3 +21,16 @@ def test_long_runs_keep_the_asked_repeats():
 def test_zero_minimum_means_exactly_the_asked_repeats():
     assert vs_vllm.timed_repeats(2, warm_seconds=0.1, min_seconds=0.0) == 2
     assert vs_vllm.timed_repeats(5, warm_seconds=0.0, min_seconds=3.0) == 5
+
+
+def test_a_system_run_again_in_one_call_keeps_its_configuration():
+    """`NAME@TAG` runs NAME's engine once more (an order check), and stays out of vLLM's
+    best K."""
+    again = vs_vllm.engine_kwargs(vs_vllm.engine_system("bass_fixed2@2"), "t", "d", 2048, 8)
+    assert again == vs_vllm.engine_kwargs("bass_fixed2", "t", "d", 2048, 8)
+    assert vs_vllm.engine_system("bass_default") == "bass_default"
+    rows = [{"system": "vllm_k2@2", "draft": "d", "acceptance": "0.5", "batch": 8,
+             "ms_per_token": 1.0},
+            {"system": "vllm_k3", "draft": "d", "acceptance": "0.5", "batch": 8,
+             "ms_per_token": 2.0}]
+    assert vs_vllm.best_vllm(rows, "d", "0.5", 8)["system"] == "vllm_k3"

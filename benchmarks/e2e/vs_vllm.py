@@ -315,18 +315,26 @@ def acceptance_for(system: str, settings: list[str]) -> list[str]:
     return out
 
 
+def engine_system(system: str) -> str:
+    """The configuration a system name runs: `NAME@TAG` is NAME run once more in the same
+    call (its rows kept apart), to see how much a system's place in the call's order moves
+    its timings (session 22: the first engine of a call ran slow more than once)."""
+    return system.split("@", 1)[0]
+
+
 def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> dict:
+    config = engine_system(system)
     # 2048 at least: BASS's largest CUDA-graph size (1536) stays within the context (with a
     # context shorter than the largest capture size, the BASS engines crashed in vLLM's
     # CUDA-graph memory profiling: illegal address in the drafter's dummy run; H100,
     # session 8)
     max_model_len = max(2048, args.prompt_len + args.max_tokens + 64)
-    spec = {"engine": engine_kwargs(system, folders["target"], folders[draft], max_model_len,
+    spec = {"engine": engine_kwargs(config, folders["target"], folders[draft], max_model_len,
                                     max(args.batches)),
             "system": system, "draft": draft, "max_tokens": args.max_tokens,
             "prompt_len": args.prompt_len, "batches": args.batches, "repeats": args.repeats,
             "min_timed_seconds": args.min_timed_seconds,
-            "acceptance": acceptance_for(system, args.acceptance),
+            "acceptance": acceptance_for(config, args.acceptance),
             "profile_dir": args.profile_dir, "profile_batches": args.profile_batches,
             "profile_acceptance": args.profile_acceptance}
     if args.profile_dir:  # vLLM's torch profiler, started around the chosen runs only
@@ -341,7 +349,7 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
         # every engine compiles its own Triton kernels, as a fresh deployment does (an
         # earlier engine's disk cache would hide one system's JIT stalls from the next)
         env["TRITON_CACHE_DIR"] = str(Path(tmp, "triton_cache"))
-        env.update(system_env(system))
+        env.update(system_env(config))
         if args.trace_dir:  # BASS's step and runner-phase traces (vllm_bass.utils)
             env["VLLM_BASS_STEP_TRACE"] = str(Path(args.trace_dir) / f"{system}_{draft}.csv")
         log = log_dir / f"{system}_{draft}.log"
@@ -368,7 +376,8 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
 
 # --------------------------------------------------------------------------------- report
 def best_vllm(rows: list[dict], draft: str, acceptance: str, batch: int) -> dict | None:
-    cands = [r for r in rows if r["system"].startswith("vllm_k") and r["draft"] == draft
+    cands = [r for r in rows if r["system"].startswith("vllm_k") and "@" not in r["system"]
+             and r["draft"] == draft
              and r["acceptance"] == acceptance and r["batch"] == batch]
     return min(cands, key=lambda r: r["ms_per_token"]) if cands else None
 
@@ -569,7 +578,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             folders = model_folders(Path(tmp))
             for system in args.systems.split(","):
-                for draft in (args.drafts.split(",") if system not in PLAIN_SYSTEMS
+                for draft in (args.drafts.split(",")
+                              if engine_system(system) not in PLAIN_SYSTEMS
                               else ["-"]):
                     t0 = time.perf_counter()
                     res = run_system(system, draft if draft != "-" else "4x1024", folders,
