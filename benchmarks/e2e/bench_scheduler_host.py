@@ -23,8 +23,9 @@ from benchmarks.e2e.sim_closed_batch import alphas_for, run_batch, scheduler  # 
 
 
 def host_ms_per_step(policy: str, batch: int, acceptance: str, k: int, budget: int | None,
-                     max_tokens: int, seed: int) -> dict:
-    sched = scheduler(batch, policy, k, auto_off=policy != "fixed", async_scheduling=True,
+                     max_tokens: int, seed: int, auto_off: bool | None = None) -> dict:
+    auto_off = policy != "fixed" if auto_off is None else auto_off
+    sched = scheduler(batch, policy, k, auto_off=auto_off, async_scheduling=True,
                       token_budget=budget)
     spent = {"schedule": [], "update_from_output": []}
     for name in spent:
@@ -39,7 +40,8 @@ def host_ms_per_step(policy: str, batch: int, acceptance: str, k: int, budget: i
         setattr(sched, name, timed)
     run_batch(sched, alphas_for(acceptance, batch), max_tokens, seed)
     run = {name: statistics.median(ms) for name, ms in spent.items()}
-    return {"policy": policy, "batch": batch, "acceptance": acceptance, "steps": len(
+    return {"policy": policy, "auto_off": auto_off, "k": k, "batch": batch,
+            "acceptance": acceptance, "steps": len(
         spent["schedule"]), **{f"{n}_ms": round(v, 3) for n, v in run.items()},
         "host_ms_per_step": round(sum(run.values()), 3)}
 
@@ -49,7 +51,10 @@ def main() -> None:
     ap.add_argument("--batches", default="64,128")
     ap.add_argument("--policies", default="per_request,fixed")
     ap.add_argument("--acceptance", default="0.8,mix")
-    ap.add_argument("--k", type=int, default=3, help="fixed's K (per_request: up to 16)")
+    ap.add_argument("--k", type=int, default=3, help="fixed's K")
+    ap.add_argument("--bound", type=int, default=16, help="per_request's longest draft")
+    ap.add_argument("--auto-off", default="policy", choices=("policy", "on", "off", "both"),
+                    help="policy: on except for fixed (the defaults); both: on, then off")
     ap.add_argument("--budget", type=int, default=1536, help="largest CUDA graph (tokens)")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--out", default=None)
@@ -58,11 +63,13 @@ def main() -> None:
     for acceptance in args.acceptance.split(","):
         for batch in [int(b) for b in args.batches.split(",")]:
             for policy in args.policies.split(","):
-                k = args.k if policy == "fixed" else 16
-                row = host_ms_per_step(policy, batch, acceptance, k, args.budget,
-                                       args.max_tokens, seed=0)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+                k = args.k if policy == "fixed" else args.bound
+                for auto_off in {"policy": [None], "on": [True], "off": [False],
+                                 "both": [True, False]}[args.auto_off]:
+                    row = host_ms_per_step(policy, batch, acceptance, k, args.budget,
+                                           args.max_tokens, seed=0, auto_off=auto_off)
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps({"rows": rows}, indent=1))
 
