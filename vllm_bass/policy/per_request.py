@@ -160,9 +160,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         room = self._draft_room(n)
         lengths = np.arange(0, self.k_max + 1)
         if room is not None:
-            lengths = lengths[lengths * n <= room]
-            if not len(lengths):
-                return 0
+            lengths = lengths[lengths * n <= room]  # room >= 0: length 0 stays
         # every length at once (one sort of a (lengths x n) array): this runs every step,
         # and a loop over the lengths cost ~0.4 ms of host time at batch 8
         steps = np.sort(rem * (1.0 - alpha) / (1.0 - alpha ** (lengths[:, None] + 1)), axis=1)
@@ -266,34 +264,41 @@ class PerRequestDraftLength(DraftLengthPolicy):
         tokens = float((1.0 + geometric).sum())
         return tokens / self.cost.time_for(int(lengths_arr.max()), int(lengths_arr.sum()))
 
+    def _uniform_rates(self, alphas: list[float], low: int, longest: int) -> list[float]:
+        """plan_rate of every length k in [low, longest] for all sequences, at once (this
+        runs every plan)."""
+        n = len(alphas)
+        ks = np.arange(low, longest + 1)
+        alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 1.0)
+        safe = np.where(alpha < 1.0, alpha, 0.5)
+        geometric = np.where(alpha < 1.0, safe * (1.0 - safe ** ks[:, None]) / (1.0 - safe),
+                             ks[:, None].astype(np.float64))
+        tokens = (1.0 + geometric).sum(axis=1)
+        times = np.array([self.cost.time_for(k, k * n) for k in ks.tolist()])
+        return (tokens / times).tolist()
+
+    def _uniform_longest(self, n: int, longest: int | None = None) -> int:
+        """The longest length for all within k_max, `longest` and the token budget."""
+        longest = self.k_max if longest is None else min(self.k_max, longest)
+        room = self._draft_room(n)
+        return min(longest, room // n) if room is not None and n else longest
+
     def uniform_pays(self, alphas: list[float]) -> bool:
         """Some length for all (within the token budget) beats plain decoding's rate."""
-        n = len(alphas)
-        longest = self.k_max
-        room = self._draft_room(n)
-        if room is not None and n:
-            longest = min(longest, room // n)
+        longest = self._uniform_longest(len(alphas))
         if longest < 1:
             return False
-        alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 1.0)
-        tokens = n + np.cumsum((alpha[:, None] ** np.arange(1, longest + 1)[None, :])
-                               .sum(axis=0))
-        times = np.array([self.cost.time_for(k, k * n) for k in range(1, longest + 1)])
-        return bool((tokens / times).max() > n / self.cost.time_for(0, 0) * (1.0 + 1e-12))
+        return max(self._uniform_rates(alphas, 1, longest)) > (
+            len(alphas) / self.cost.time_for(0, 0) * (1.0 + 1e-12))
 
     def best_uniform_length(self, alphas: list[float], shortest: int = 0,
                             longest: int | None = None) -> tuple[int, float]:
         """The one draft length (>= shortest, <= longest) for every sequence with the best
         plan_rate (within the token budget), and that rate."""
-        n = len(alphas)
-        longest = self.k_max if longest is None else min(self.k_max, longest)
-        room = self._draft_room(n)
-        if room is not None and n:
-            longest = min(longest, room // n)
+        longest = self._uniform_longest(len(alphas), longest)
         low = max(self.min_length, shortest)
         best, best_rate = low, -1.0
-        for k in range(low, max(longest, low) + 1):
-            rate = self.plan_rate(alphas, [k] * n)
+        for k, rate in enumerate(self._uniform_rates(alphas, low, max(longest, low)), low):
             if rate > best_rate + 1e-12:
                 best, best_rate = k, rate
         return best, best_rate
@@ -310,13 +315,13 @@ class PerRequestDraftLength(DraftLengthPolicy):
         # alpha 0.3) turned whole batches off (H100, session 19: 28% off-steps at batch 8).
         # One length for all is a plan too, so where it beats plain decoding drafting pays
         # without the ragged search (the search is most of a plan's host time)
-        if closed and self.uniform_pays(alphas):
-            lengths = [1]
-        else:
+        if not closed:
             lengths = self.best_lengths(alphas)
-        if closed and any(lengths):
+        elif self.uniform_pays(alphas) or any(self.best_lengths(alphas)):
             longest = max(1, self.closed_batch_cap(alphas, remaining))
             lengths = self.lengths_within(alphas, longest)
+        else:
+            lengths = [0] * len(alphas)
         ragged = [max(self.min_length, n) for n in lengths]
         if self.uniform_plan_margin <= 0 or len(alphas) < 2 or len(set(ragged)) == 1:
             return ragged
@@ -329,6 +334,10 @@ class PerRequestDraftLength(DraftLengthPolicy):
             return [k] * len(alphas)
         return ragged
 
+    def _plan_key(self, req_ids: list[str], remaining: list[int] | None) -> tuple:
+        """What a plan is solved for besides the estimates (which may drift a little)."""
+        return (tuple(req_ids), self.cost, remaining is None, self.per_request_share)
+
     def _plan_stands(self, req_ids: list[str], alphas: list[float],
                      remaining: list[int] | None) -> bool:
         """The last plan still holds: same requests, cost model and closed-batch state, no
@@ -336,8 +345,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         age limit while no estimate changed at all: off-steps verify nothing), and no
         request of a closed batch near its end. Replanning every step cost 0.6-0.8 ms of
         host time at batch 8-64 (2-core CPU), on the critical path of a host-bound step."""
-        if self._last_key != (tuple(req_ids), self.cost, remaining is None,
-                              self.per_request_share):
+        if self._last_key != self._plan_key(req_ids, remaining):
             return False
         if remaining is not None and min(remaining) <= REPLAN_NEAR_END:
             return False
@@ -351,8 +359,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
                      else [self.remaining.get(r, 1) for r in req_ids])
         alphas = [self.alpha(r) for r in req_ids]
         if not self._plan_stands(req_ids, alphas, remaining):
-            self._last_key = (tuple(req_ids), self.cost, remaining is None,
-                              self.per_request_share)
+            self._last_key = self._plan_key(req_ids, remaining)
             self._last_alphas, self._plan_age = alphas, 0
             self._last_lengths = self.choose_lengths(alphas, remaining)
             self._last_speedup = predicted_speedup(self.cost, alphas, self._last_lengths)
