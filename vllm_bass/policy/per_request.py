@@ -49,6 +49,16 @@ REPLAN_EVERY = 4
 REPLAN_NEAR_END = 16
 
 
+def accepted_drafts(alphas: list[float], lengths: np.ndarray) -> np.ndarray:
+    """Expected accepted drafts sum_{j=1..l} alpha^j of each sequence drafting `lengths`
+    (closed form; alpha = 1: l), broadcast: `lengths` of shape (n,) or (k, 1) for k
+    lengths of every sequence."""
+    alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 1.0)
+    safe = np.where(alpha < 1.0, alpha, 0.5)
+    return np.where(alpha < 1.0, safe * (1.0 - safe ** lengths) / (1.0 - safe),
+                    lengths.astype(np.float64))
+
+
 class PerRequestDraftLength(DraftLengthPolicy):
     name = "per_request"
 
@@ -255,13 +265,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
         """Expected tokens per unit of step time of a plan under the cost model."""
         if not lengths:
             return 0.0
-        alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 1.0)
         lengths_arr = np.asarray(lengths, dtype=np.int64)
-        # sum_{j=1..l} alpha^j, closed form (alpha = 1: l)
-        safe = np.where(alpha < 1.0, alpha, 0.5)
-        geometric = np.where(alpha < 1.0, safe * (1.0 - safe ** lengths_arr) / (1.0 - safe),
-                             lengths_arr.astype(np.float64))
-        tokens = float((1.0 + geometric).sum())
+        tokens = float((1.0 + accepted_drafts(alphas, lengths_arr)).sum())
         return tokens / self.cost.time_for(int(lengths_arr.max()), int(lengths_arr.sum()))
 
     def _uniform_rates(self, alphas: list[float], low: int, longest: int) -> list[float]:
@@ -269,11 +274,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         runs every plan)."""
         n = len(alphas)
         ks = np.arange(low, longest + 1)
-        alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 1.0)
-        safe = np.where(alpha < 1.0, alpha, 0.5)
-        geometric = np.where(alpha < 1.0, safe * (1.0 - safe ** ks[:, None]) / (1.0 - safe),
-                             ks[:, None].astype(np.float64))
-        tokens = (1.0 + geometric).sum(axis=1)
+        tokens = (1.0 + accepted_drafts(alphas, ks[:, None])).sum(axis=1)
         times = np.array([self.cost.time_for(k, k * n) for k in ks.tolist()])
         return (tokens / times).tolist()
 
