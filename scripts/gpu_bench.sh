@@ -25,6 +25,8 @@
 #   [ORDER_SYSTEMS=...] bash scripts/gpu_bench.sh order_ab  # session 22's next step: the
 #                                       # default's bound (16 vs 8) and auto-off, with fixed
 #                                       # K=2 first and last (NAME@2: the order check)
+#   [ORDER_SYSTEMS=...] bash scripts/gpu_bench.sh split_min  # session 23: SPLIT's minimum
+#                                       # split length: kernel tests, captured plans, e2e A/B
 #   bash scripts/gpu_bench.sh attn_default  # session 20: FA3 prefill under our attention,
 #                                       # greedy identity on the new default
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
@@ -123,6 +125,21 @@ case "${1:-}" in
       | grep -E "start-up|FAILED" | tee "$W/order_ab.log"
     cp "$W/order_ab.json" "$OUT/" 2>/dev/null
     pack order_ab ;;
+  split_min)  # session 23: SPLIT's per-sequence minimum split length (short contexts not
+    # split): the kernel GPU tests, the captured plans of bounds 2 / 8 / 16 graph-timed,
+    # then the end-to-end A/B of order_ab's settings (ORDER_SYSTEMS)
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    timeout 200 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
+      tests/kernels/test_bass_paged_attention.py 2>&1 | tail -15 | tee "$OUT/gpu_tests_split_min.txt"
+    timeout 150 python3 benchmarks/kernels/bench_captured_plans.py --out "$OUT" 2>&1 | tail -5
+    mkdir -p "$W/traces"
+    timeout "${VS_TIMEOUT:-330}" python3 benchmarks/e2e/vs_vllm.py --out "$W/split_min" \
+      --systems "${ORDER_SYSTEMS:-bass_default,bass_fixed2}" \
+      --drafts 4x1024 --acceptance 0.5,0.7 --batches 8,32 --repeats 2 \
+      --min-timed-seconds 2 --timeout 240 --trace-dir "$W/traces" ${VS_ARGS:-} 2>&1 \
+      | grep -E "start-up|FAILED" | tee "$W/split_min.log"
+    cp "$W/split_min.json" "$OUT/" 2>/dev/null
+    pack split_min ;;
   attn_default)  # session 20's open checks on the new default (our attention): the FA3
     # prefill path (kernel, then engine), greedy identity with the defaults, the engine suite
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1

@@ -19,7 +19,12 @@ from tests.kernels.bass_kernel_testutils import (
     make_batch,
     random_lengths,
 )
-from vllm_bass.kernels.paged_attention import AttnPlan, choose_plan, paged_attention
+from vllm_bass.kernels.paged_attention import (
+    MIN_SPLIT_TOKENS,
+    AttnPlan,
+    choose_plan,
+    paged_attention,
+)
 from vllm_bass.kernels.paged_attention_common import AttnTiles, paged_attention_ref, pick_tiles
 from vllm_bass.kernels.paged_attention_pad import paged_attention_pad
 from vllm_bass.kernels.paged_attention_split import paged_attention_split
@@ -157,6 +162,33 @@ def test_split_counts(device, num_splits):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("any_batch", [False, True])
+def test_split_min_keys_whole_and_split_sequences_in_one_launch(device, any_batch):
+    """With a minimum split length, short sequences are attended whole by split 0 (the
+    output written directly, the reduction skips them) and long ones are split, in one
+    launch; one workspace reused by launches whose contexts change (a captured graph's)
+    holds no stale answer: a row done whole in one launch is reduced in the next."""
+    dtype = torch.float32
+    qlens = [2, 9, 1, 3]
+    block_n, min_keys = (16, 64) if device == "cpu" else (64, 256)
+    contexts = ([[30, 3, 250, 40], [200, 3, 20, 90], [30, 3, 250, 40]] if device == "cpu"
+                else [[100, 3, 4000, 200], [1500, 3, 60, 900], [100, 3, 4000, 200]])
+    splits = 4
+    ws = torch.full((len(qlens) * max(qlens) * 4 * splits * (32 + 2),), float("nan"),
+                    dtype=torch.float32, device=device)
+    for i, ctx in enumerate(contexts):
+        b = make_batch(qlens, ctx, 4, 4, 32, 16, dtype, device, seed=40 + i)
+        tiles = _small_tiles(4, 4, 32, b.max_query_len, block_n) if device == "cpu" else None
+        out = torch.full_like(b.q, float("nan"))
+        paged_attention_split(b.q, b.k_cache, b.v_cache, out, b.cu_seqlens_q, b.seq_lens,
+                              b.block_table, b.scale, b.max_query_len, max(ctx) + 9, splits,
+                              tiles, ws, any_batch=any_batch, min_split_keys=min_keys)
+        whole = [c + q <= min_keys for c, q in zip(ctx, qlens)]
+        assert any(whole) and not all(whole), "the launch must mix both kinds"
+        assert_close(out, _ref(b), dtype, f"launch {i} contexts {ctx}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_empty_rows_and_padding_tokens(device):
     """A request with no new tokens this step is skipped, and query rows past
     the last sequence (vLLM pads the token count) are left alone."""
@@ -226,6 +258,7 @@ def test_choose_plan():
     small_batch = choose_plan(1, 32, 32, 128, 5, 8192, sms)
     assert small_batch.strategy == "split" and small_batch.num_splits >= 8
     assert small_batch.workspace_numel(5, 32) == 5 * 32 * small_batch.num_splits * (128 + 2)
+    assert small_batch.min_split_keys == MIN_SPLIT_TOKENS  # short sequences are not split
     assert choose_plan(64, 32, 32, 128, 5, 4096, sms, strategy="split").strategy == "split"
     assert small_batch.tiles == pick_tiles(32, 32, 128, 5)  # narrow tiles: 2 programs per SM
     assert choose_plan(1, 32, 32, 128, 5, 8192, sms, strategy="pad") == AttnPlan(

@@ -8,7 +8,8 @@ batch x KV heads x query tiles programs, each reading a whole context:
 * fewer, but >= ``WIDE_PAD_PROGRAMS_PER_SM``, or short contexts: PAD with
   128-key steps and 8 warps (more bytes in flight per program);
 * fewer still: SPLIT the KV length into about ``SPLIT_PROGRAMS_PER_SM`` x SMs
-  programs (at least ``MIN_SPLIT_TOKENS`` keys each), narrow tiles, then reduce.
+  programs (at least ``MIN_SPLIT_TOKENS`` keys each, on the host and per sequence on
+  the device), narrow tiles, then reduce.
 
 All launches order programs head-major (``AttnTiles.head_fastest``).
 Thresholds from H200 and H100 sweeps of Llama-2-7B verification shapes
@@ -59,6 +60,8 @@ class AttnPlan:
     # grid by token and request counts, valid for any query lengths (CUDA graphs of
     # ragged batches); else by the step's longest query (eager steps, no search)
     any_batch: bool = False
+    # SPLIT: the fewest keys of a split; a sequence this short is not split
+    min_split_keys: int = 0
 
     def workspace_numel(self, num_tokens: int, num_heads: int) -> int:
         """fp32 elements of the SPLIT workspace (0 for PAD)."""
@@ -115,7 +118,7 @@ def choose_plan(
     # split programs use the narrow tiles: two fit on an SM (H100 sweep: batch 4,
     # 3 splits, 64-key tiles 98.7 us against 109.6 us for the wide ones at ctx 4096)
     return AttnPlan("split", split_geometry(max_seq_len, splits, tiles.block_n)[1], tiles,
-                    any_batch)
+                    any_batch, MIN_SPLIT_TOKENS)
 
 
 def paged_attention(
@@ -152,5 +155,5 @@ def paged_attention(
     return paged_attention_split(
         q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table,
         scale, max_query_len, max_seq_len, plan.num_splits, plan.tiles, workspace, check,
-        plan.any_batch,
+        plan.any_batch, plan.min_split_keys,
     )

@@ -1,0 +1,116 @@
+"""Captured-graph attention plans on verification steps: what the draft-length bound costs.
+
+A full CUDA graph of a ragged verification holds one attention launch per layer, planned at
+capture for the fewest requests its tokens may hold (requests of 1 + bound tokens) and
+contexts up to max_model_len (`BassAttentionMetadataBuilder.build_for_cudagraph_capture`).
+This times, graph-captured on a Llama-2-7B layer (32 heads, head size 128, bf16), the
+batches that then replay (B requests of q tokens, contexts ctx) under the plan each bound
+gets, with and without SPLIT's per-sequence minimum split length, against FA3.
+
+    python benchmarks/kernels/bench_captured_plans.py --out DIR
+
+Writes DIR/captured_plans.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+from bench_paged_attention import (  # noqa: E402
+    DTYPE,
+    HEAD_SIZE,
+    HEADS,
+    KV_HEADS,
+    Case,
+    bench_graph,
+    get_fa3,
+    make_cache,
+)
+
+from vllm_bass.kernels.paged_attention import choose_plan, num_sms, paged_attention  # noqa: E402
+
+MAX_MODEL_LEN = 4352
+BOUNDS = (2, 8, 16)
+SHAPES = [(8, 3), (8, 5), (32, 2), (32, 3), (32, 5)]  # (requests, tokens each)
+CONTEXTS = [200, 1000, 4000]
+
+
+def captured_plan(bound: int, tokens: int, num_reqs: int, sms: int):
+    """The plan `build_for_cudagraph_capture` makes for a graph of this many tokens."""
+    query_len = 1 + bound
+    expected = min(num_reqs, -(-tokens // query_len))
+    return choose_plan(expected, HEADS, KV_HEADS, HEAD_SIZE, query_len, MAX_MODEL_LEN, sms,
+                       any_batch=True)
+
+
+def graph_fns(case: Case, plan):
+    ws = torch.empty(max(1, plan.workspace_numel(case.T, HEADS)), dtype=torch.float32,
+                     device="cuda")
+    return [
+        (lambda q=q, o=o, bt=bt: paged_attention(
+            q, case.k_cache, case.v_cache, o, case.cu, case.seq_lens, bt, case.scale,
+            case.max_q, MAX_MODEL_LEN, plan=plan, workspace=ws, check=False))
+        for q, o, bt in zip(case.qs, case.outs, case.block_tables)
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
+    args = ap.parse_args()
+    sms = num_sms(torch.device("cuda"))
+    fa3, fa3_sched, fa3_err = get_fa3()
+    cache = make_cache([b for b, _ in SHAPES], CONTEXTS)
+    rows = []
+    for ctx in CONTEXTS:
+        for batch, q in SHAPES:
+            case = Case(cache, batch, [q] * batch, ctx, rng_seed=ctx + batch + q)
+            times, plans, ref = {}, {}, None
+            for bound in BOUNDS:
+                if bound + 1 < q:
+                    continue
+                plan = captured_plan(bound, case.T, batch, sms)
+                variants = {f"bound{bound}": plan}
+                if plan.strategy == "split":
+                    variants[f"bound{bound}_nomin"] = dataclasses.replace(plan, min_split_keys=0)
+                for name, p in variants.items():
+                    times[name] = bench_graph(graph_fns(case, p))
+                    out = case.out0()
+                    ref = out if ref is None else ref
+                    err = (out - ref).abs().max().item()
+                    plans[name] = dict(strategy=p.strategy, splits=p.num_splits,
+                                       block_m=p.tiles.block_m, block_n=p.tiles.block_n,
+                                       min_split_keys=p.min_split_keys, max_abs_diff=err)
+            if fa3 is not None:
+                times["fa3"] = bench_graph(case.fa3_fns(fa3, fa3_sched))
+            rows.append(dict(context=ctx, batch=batch, query_len=q, graph_us=times, plans=plans))
+            print(ctx, batch, q, {k: round(v, 1) for k, v in times.items()}, flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    meta = dict(gpu=torch.cuda.get_device_name(0), sms=sms, max_model_len=MAX_MODEL_LEN,
+                heads=HEADS, kv_heads=KV_HEADS, head_size=HEAD_SIZE, dtype=str(DTYPE),
+                fa3_error=fa3_err)
+    with open(os.path.join(args.out, "captured_plans.json"), "w") as f:
+        json.dump(dict(meta=meta, rows=rows), f, indent=1)
+    names = sorted({k for r in rows for k in r["graph_us"]})
+    lines = [f"# Captured-graph attention plans, {meta['gpu']} (us per layer, graph-timed)", "",
+             "| context | batch | q | " + " | ".join(names) + " |",
+             "|---" * (3 + len(names)) + "|"]
+    for r in rows:
+        cells = [f"{r['graph_us'][n]:.1f}" if n in r["graph_us"] else "—" for n in names]
+        lines.append(f"| {r['context']} | {r['batch']} | {r['query_len']} | "
+                     + " | ".join(cells) + " |")
+    with open(os.path.join(args.out, "captured_plans.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
