@@ -28,15 +28,22 @@ DraftLengthPolicyName = Literal["bass", "per_request", "fixed"]
 # can be given as a key of --speculative-config / speculative_config
 CLI_FLAG_FIELDS = ("num_speculative_tokens", "draft_length_policy")
 DEFAULT_POLICY = "per_request"
+PER_REQUEST_MAX_DRAFT = 8  # see default_max_draft
 
 
 def default_max_draft(policy: str) -> int:
     """Most draft tokens per sequence and step when the user gives none (also the KV
     lookahead reserved per sequence). `per_request` picks each sequence's length from
-    the measured step costs, so its bound only caps rare long drafts: at alpha 0.9 a
-    16-token draft emits 8.1 tokens a step, a limitless one 10. `bass` (Algorithm 1)
-    grows to the paper's l_limit; `fixed` drafts exactly this many."""
-    return {"bass": MAX_DRAFT_TOKENS, "per_request": 16, "fixed": 7}.get(policy, 16)
+    the measured step costs under this bound. The bound has a price of its own: the
+    target's verification CUDA graphs are planned for requests of 1 + bound tokens
+    (their attention tiles, and SPLIT for the fewest requests their tokens may hold), so
+    a bound of 16 slowed every verification (graph-timed 7B layer at batch 32: 20-60 us
+    over fixed K=2's plan, 0.6-1.9 ms a step). Bound 8 beat 16 at alpha 0.5 / 0.7, batch
+    8 / 32, by 3-10% end to end (H100, session 23); 16 can only pay at alpha >= ~0.85 and
+    small batches (8 drafts emit 6.1 tokens a step at alpha 0.9, 16 emit 8.1).
+    `bass` (Algorithm 1) grows to the paper's l_limit; `fixed` drafts exactly this many."""
+    return {"bass": MAX_DRAFT_TOKENS, "per_request": PER_REQUEST_MAX_DRAFT,
+            "fixed": 7}.get(policy, PER_REQUEST_MAX_DRAFT)
 
 
 class BassConfigError(ValueError):
@@ -63,7 +70,7 @@ class BassConfig:
     draft_model: str
     # Upper bound on the draft length of any sequence in any step; also what the scheduler
     # reserves as KV lookahead. For the `fixed` policy it is the draft length itself.
-    num_speculative_tokens: int = 16  # see default_max_draft
+    num_speculative_tokens: int = PER_REQUEST_MAX_DRAFT  # see default_max_draft
     draft_length_policy: DraftLengthPolicyName = DEFAULT_POLICY
     # Paper Algorithm 1 constants (l0, l_incre, l_mod; l_limit is num_speculative_tokens).
     initial_draft_length: int = 7

@@ -76,7 +76,7 @@ EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
                  "bass_noknee": {"verify_knee_tokens": 0},
                  # the default policy under another bound on the draft length (the bound
                  # sizes the verification graphs' attention plans and the lookahead slots)
-                 **{f"bass_kmax{k}": {"num_speculative_tokens": k} for k in (4, 6, 8, 12)},
+                 **{f"bass_kmax{k}": {"num_speculative_tokens": k} for k in (4, 6, 8, 12, 16)},
                  # ... without auto-off's off-steps and probes
                  **{f"bass_kmax{k}_noauto": {"num_speculative_tokens": k, "auto_off": False}
                     for k in (8, 16)},

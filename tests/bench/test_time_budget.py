@@ -8,6 +8,7 @@ import pytest
 
 from vllm_bass.bench import time_budget as tb
 from vllm_bass.bench.utilisation import ModelShape
+from vllm_bass.config import default_max_draft
 
 pytestmark = [pytest.mark.cpu]
 
@@ -22,8 +23,8 @@ def test_systems():
     k3 = tb.speculative_config("vllm_k3", "D", {}, 0.5)
     assert k3["rejection_sample_method"] == "synthetic"
     assert k3["synthetic_acceptance_rates"] == [0.5, 0.25, 0.125]
-    bass = tb.speculative_config("bass", "D", {}, 0.5)  # per_request's bound: 16
-    assert len(bass["synthetic_acceptance_rates"]) == 16
+    bass = tb.speculative_config("bass", "D", {}, 0.5)  # one rate per position of the bound
+    assert len(bass["synthetic_acceptance_rates"]) == default_max_draft("per_request")
     with pytest.raises(SystemExit):
         tb.speculative_config("medusa", "D", {}, None)
 
