@@ -29,6 +29,7 @@ from vllm.v1.kv_cache_interface import FullAttentionSpec  # noqa: E402
 
 from vllm_bass.attention import BACKEND_CLASS_PATH, register_bass_attention_backend  # noqa: E402
 from vllm_bass.attention.backend import (  # noqa: E402
+    PLANNED_DRAFTS,
     BassAttentionBackend,
     BassAttentionImpl,
     BassAttentionMetadataBuilder,
@@ -367,27 +368,30 @@ def test_captured_metadata_serves_any_batch(device, strategy, replay, monkeypatc
 
 @pytest.mark.cpu
 @pytest.mark.gpu
-@pytest.mark.parametrize("uniform", [True, False])
-def test_capture_plans_for_the_batches_the_graph_will_replay(uniform, monkeypatch):
+@pytest.mark.parametrize("uniform,bound,dummy_query_len", [
+    (True, 7, 1), (False, 7, 1), (False, 7, 8), (False, 16, 17), (False, 16, 1)])
+def test_capture_plans_for_the_batches_the_graph_will_replay(uniform, bound, dummy_query_len,
+                                                            monkeypatch):
     """A uniform decode graph (the BASS runner says so while capturing) replays exactly its
     requests: planned for all 32 (PAD). A mixed graph of 32 tokens more likely holds 4
-    verifications of 1 + 7 tokens: planned for 4 (SPLIT, safe if it meets more)."""
+    verifications of 1 + 7 tokens: planned for 4 (SPLIT, safe if it meets more), whatever
+    queries the dummy batch held. A bound past PLANNED_DRAFTS plans as PLANNED_DRAFTS."""
     from vllm_bass.attention import capturing_uniform_batch
     from vllm_bass.kernels import paged_attention as pa
 
     monkeypatch.setattr(pa, "num_sms", lambda device=None: 132)
     heads = kv_heads = 32
     config = _fake_vllm_config(heads, kv_heads)
-    config.speculative_config = SimpleNamespace(num_speculative_tokens=7)
+    config.speculative_config = SimpleNamespace(num_speculative_tokens=bound)
     spec = FullAttentionSpec(block_size=16, num_kv_heads=kv_heads, head_size=128,
                              dtype=torch.bfloat16)
     builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"], config, torch.device("cpu"))
     n = 32
+    starts = torch.clamp(torch.arange(n + 1, dtype=torch.int32) * dummy_query_len, max=n)
     cm = CommonAttentionMetadata(
-        query_start_loc=torch.arange(n + 1, dtype=torch.int32),
-        query_start_loc_cpu=torch.arange(n + 1, dtype=torch.int32),
+        query_start_loc=starts, query_start_loc_cpu=starts,
         seq_lens=torch.ones(n, dtype=torch.int32), num_reqs=n, num_actual_tokens=n,
-        max_query_len=1, max_seq_len=1,
+        max_query_len=dummy_query_len, max_seq_len=dummy_query_len,
         block_table_tensor=torch.zeros(n, 256, dtype=torch.int32),
         slot_mapping=torch.zeros(n, dtype=torch.int64))
     token = capturing_uniform_batch.set(uniform)
@@ -400,6 +404,8 @@ def test_capture_plans_for_the_batches_the_graph_will_replay(uniform, monkeypatc
         assert (md.expected_batch, md.expected_query_len) == (32, 1)
         assert md.plan.strategy == "pad"
     else:
-        assert (md.expected_batch, md.expected_query_len) == (4, 8)
+        planned = 1 + min(bound, PLANNED_DRAFTS)
+        assert (md.expected_batch, md.expected_query_len) == (-(-n // planned), planned)
         assert md.plan.strategy == "split"
+        assert md.plan.tiles.block_m == 16  # 16-row tiles for MHA, not 32 for 1 + 16
     assert builder.build(0, cm).plan.any_batch is False  # eager steps: the direct grid

@@ -207,6 +207,16 @@ class BassAttentionMetadata:
         return self.plans[key]
 
 
+# Drafts per request a captured mixed verification graph is planned for, whatever the
+# bound: planned for requests of 1 + 16 tokens (bound 16), the graphs got 32-row tiles and
+# SPLIT for the few requests such tokens could hold, and every replay paid for it (7B
+# layer, graph-timed, H100: batch 32 of 3 tokens 20-60 us over fixed K=2's plan at
+# contexts 200-4000; end to end bound 16 lost 3-10% to bound 8 at batch 8 / 32, session
+# 23). Long drafts come at high acceptance and small batches, where a uniform graph
+# (planned exactly) or a SPLIT plan of fewer splits serves them.
+PLANNED_DRAFTS = 8
+
+
 class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadata]):
     # Full CUDA graphs for any batch (plain decoding, BASS off-steps, ragged verification):
     # a captured launch's grid follows the graph's token and request counts only, each
@@ -242,10 +252,12 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
         self.block_size = kv_cache_spec.block_size
         self.dtype = kv_cache_spec.dtype
         self.max_model_len = vllm_config.model_config.max_model_len
-        # what a verification step's requests usually bring (1 + drafts); steers the
-        # plans of captured graphs, which must serve any query lengths
+        # what a verification step's requests usually bring (1 + drafts, at most
+        # PLANNED_DRAFTS of them); steers the plans of captured mixed graphs, which serve
+        # any query lengths
         spec = getattr(vllm_config, "speculative_config", None)
-        self.expected_query_len = 1 + (getattr(spec, "num_speculative_tokens", None) or 0)
+        self.expected_query_len = 1 + min(getattr(spec, "num_speculative_tokens", None) or 0,
+                                          PLANNED_DRAFTS)
         self._sms: int | None = None
         # plans (and SPLIT workspaces) baked into captured CUDA graphs: kept alive here
         self._captured_plans: list[dict] = []
@@ -263,8 +275,9 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
         cm = common_attn_metadata
         if capturing_uniform_batch.get():
             query_len, batch = cm.max_query_len, cm.num_reqs
-        else:
-            query_len = max(cm.max_query_len, self.expected_query_len)
+        else:  # vLLM's and our dummy batches hold longer queries than verifications bring
+            query_len = (self.expected_query_len if self.expected_query_len > 1
+                         else cm.max_query_len)
             batch = min(cm.num_reqs, -(-cm.num_actual_tokens // query_len))
         md = self.build(0, cm, plan_seq_len=self.max_model_len, any_batch=True,
                         expected_batch=batch, expected_query_len=query_len)
