@@ -50,6 +50,17 @@ pack() {  # the tables come back as files, everything else in one archive
   cp "$W"/*.md "$OUT"/ 2>/dev/null
   tar czf "$OUT/$1.tgz" -C "$W" .
 }
+traced_ab() {  # NAME DEFAULT_TIMEOUT DEFAULT_SYSTEMS: an A/B of BASS systems (ORDER_SYSTEMS
+  # overrides), alpha 0.5 / 0.7, batch 8 / 32, 4x1024, with step / plan / runner traces
+  mkdir -p "$W/traces"
+  timeout "${VS_TIMEOUT:-$2}" python3 benchmarks/e2e/vs_vllm.py --out "$W/$1" \
+    --systems "${ORDER_SYSTEMS:-$3}" \
+    --drafts 4x1024 --acceptance 0.5,0.7 --batches 8,32 --repeats 2 \
+    --min-timed-seconds 2 --timeout 240 --trace-dir "$W/traces" ${VS_ARGS:-} 2>&1 \
+    | grep -E "start-up|FAILED" | tee "$W/$1.log"
+  cp "$W/$1.json" "$OUT/" 2>/dev/null
+  pack "$1"
+}
 case "${1:-}" in
   async7b)
     bench 480 --pair llama7b --configs plain,bass,bass_async,per_request_async \
@@ -117,14 +128,7 @@ case "${1:-}" in
   order_ab)  # session 22: is the first engine of a call slow (fixed K=2 first and last)?
     # then the bound 16 vs 8 and auto-off's cost, alpha 0.5 / 0.7, batch 8 / 32, traced
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
-    mkdir -p "$W/traces"
-    timeout "${VS_TIMEOUT:-540}" python3 benchmarks/e2e/vs_vllm.py --out "$W/order_ab" \
-      --systems "${ORDER_SYSTEMS:-bass_fixed2,bass_default,bass_kmax8,bass_fixed2@2}" \
-      --drafts 4x1024 --acceptance 0.5,0.7 --batches 8,32 --repeats 2 \
-      --min-timed-seconds 2 --timeout 240 --trace-dir "$W/traces" ${VS_ARGS:-} 2>&1 \
-      | grep -E "start-up|FAILED" | tee "$W/order_ab.log"
-    cp "$W/order_ab.json" "$OUT/" 2>/dev/null
-    pack order_ab ;;
+    traced_ab order_ab 540 bass_fixed2,bass_default,bass_kmax8,bass_fixed2@2 ;;
   split_min)  # session 23: SPLIT's per-sequence minimum split length (short contexts not
     # split): the kernel GPU tests, the captured plans of bounds 2 / 8 / 16 graph-timed,
     # then the end-to-end A/B of order_ab's settings (ORDER_SYSTEMS)
@@ -132,14 +136,7 @@ case "${1:-}" in
     timeout 200 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
       tests/kernels/test_bass_paged_attention.py 2>&1 | tail -15 | tee "$OUT/gpu_tests_split_min.txt"
     timeout 150 python3 benchmarks/kernels/bench_captured_plans.py --out "$OUT" 2>&1 | tail -5
-    mkdir -p "$W/traces"
-    timeout "${VS_TIMEOUT:-330}" python3 benchmarks/e2e/vs_vllm.py --out "$W/split_min" \
-      --systems "${ORDER_SYSTEMS:-bass_default,bass_fixed2}" \
-      --drafts 4x1024 --acceptance 0.5,0.7 --batches 8,32 --repeats 2 \
-      --min-timed-seconds 2 --timeout 240 --trace-dir "$W/traces" ${VS_ARGS:-} 2>&1 \
-      | grep -E "start-up|FAILED" | tee "$W/split_min.log"
-    cp "$W/split_min.json" "$OUT/" 2>/dev/null
-    pack split_min ;;
+    traced_ab split_min 330 bass_default,bass_fixed2 ;;
   attn_default)  # session 20's open checks on the new default (our attention): the FA3
     # prefill path (kernel, then engine), greedy identity with the defaults, the engine suite
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
