@@ -28,19 +28,18 @@ DraftLengthPolicyName = Literal["bass", "per_request", "fixed"]
 # can be given as a key of --speculative-config / speculative_config
 CLI_FLAG_FIELDS = ("num_speculative_tokens", "draft_length_policy")
 DEFAULT_POLICY = "per_request"
-PER_REQUEST_MAX_DRAFT = 8  # see default_max_draft
+PER_REQUEST_MAX_DRAFT = 16  # see default_max_draft
 
 
 def default_max_draft(policy: str) -> int:
     """Most draft tokens per sequence and step when the user gives none (also the KV
     lookahead reserved per sequence). `per_request` picks each sequence's length from
-    the measured step costs under this bound. The bound has a price of its own: the
-    target's verification CUDA graphs are planned for requests of 1 + bound tokens
-    (their attention tiles, and SPLIT for the fewest requests their tokens may hold), so
-    a bound of 16 slowed every verification (graph-timed 7B layer at batch 32: 20-60 us
-    over fixed K=2's plan, 0.6-1.9 ms a step). Bound 8 beat 16 at alpha 0.5 / 0.7, batch
-    8 / 32, by 3-10% end to end (H100, session 23); 16 can only pay at alpha >= ~0.85 and
-    small batches (8 drafts emit 6.1 tokens a step at alpha 0.9, 16 emit 8.1).
+    the measured step costs, so its bound only caps long drafts, which pay at high
+    acceptance: at alpha 0.9 the policy drafts 12-13 under bound 16 and sits at 8 under
+    bound 8, and 16 ran 1.15x / 1.05x bound 8 at batch 1 / 8 (H100, session 23, call 6;
+    elsewhere within the run-to-run spread, 0.8% faster over nine settings). Until session
+    23 the bound also sized the verification graphs' attention plans, which made 16 lose
+    to 8 by 3-10% at batch 8 / 32: `attention.backend.PLANNED_DRAFTS` caps those now.
     `bass` (Algorithm 1) grows to the paper's l_limit; `fixed` drafts exactly this many."""
     return {"bass": MAX_DRAFT_TOKENS, "per_request": PER_REQUEST_MAX_DRAFT,
             "fixed": 7}.get(policy, PER_REQUEST_MAX_DRAFT)
