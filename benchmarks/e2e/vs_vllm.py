@@ -74,8 +74,8 @@ EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
                                               "num_speculative_tokens": k, "auto_off": False,
                                               "verify_knee_tokens": 0} for k in range(1, 9)},
                  "bass_noknee": {"verify_knee_tokens": 0},
-                 # the default policy under another bound on the draft length (the bound
-                 # sizes the verification graphs' attention plans and the lookahead slots)
+                 # the default policy under another bound on the draft length (the most
+                 # drafts a request may get, the lookahead slots, the uniform graphs' size)
                  **{f"bass_kmax{k}": {"num_speculative_tokens": k} for k in (4, 6, 8, 12, 16)},
                  # ... without auto-off's off-steps and probes
                  **{f"bass_kmax{k}_noauto": {"num_speculative_tokens": k, "auto_off": False}

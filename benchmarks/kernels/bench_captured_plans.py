@@ -2,7 +2,8 @@
 
 A full CUDA graph of a ragged verification holds one attention launch per layer, planned at
 capture for the fewest requests its tokens may hold (requests of 1 + bound tokens) and
-contexts up to max_model_len (`BassAttentionMetadataBuilder.build_for_cudagraph_capture`).
+contexts up to max_model_len (`BassAttentionMetadataBuilder.build_for_cudagraph_capture`;
+since session 23 it caps the bound at `PLANNED_DRAFTS`, which this measurement motivated).
 This times, graph-captured on a Llama-2-7B layer (32 heads, head size 128, bf16), the
 batches that then replay (B requests of q tokens, contexts ctx) under the plan each bound
 gets, with and without SPLIT's per-sequence minimum split length, against FA3.
