@@ -210,7 +210,7 @@ class BassAttentionMetadata:
 # Drafts per request a captured mixed verification graph is planned for, whatever the
 # bound: planned for requests of 1 + 16 tokens (bound 16), the graphs got 32-row tiles and
 # SPLIT for the few requests such tokens could hold, and every replay paid for it (7B
-# layer, graph-timed, H100: batch 32 of 3 tokens 20-60 us over fixed K=2's plan at
+# layer, graph-timed, H100: batch 32 of 2-3 tokens 16-59 us over fixed K=2's plan at
 # contexts 200-4000; end to end bound 16 lost 3-10% to bound 8 at batch 8 / 32, session
 # 23). Long drafts come at high acceptance and small batches, where a uniform graph
 # (planned exactly) or a SPLIT plan of fewer splits serves them.
