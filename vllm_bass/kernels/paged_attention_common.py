@@ -208,6 +208,20 @@ class AttnTiles:
     head_fastest: bool = True
 
 
+@triton.jit
+def store_normalised_output(out_ptr, stride_ot, stride_oh, acc, l_i, tok, head, row_ok,
+                            HEAD_SIZE: tl.constexpr, BLOCK_D: tl.constexpr):
+    """out[tok, head] = acc / l for the tile's valid rows (a row that saw no key: 0)."""
+    l_safe = tl.where(l_i > 0, l_i, 1.0)
+    o = acc / l_safe[:, None]
+    offs_d = tl.arange(0, BLOCK_D)
+    tl.store(
+        out_ptr + (tok * stride_ot + head * stride_oh)[:, None] + offs_d[None, :],
+        o.to(out_ptr.dtype.element_ty),
+        mask=row_ok[:, None] & (offs_d < HEAD_SIZE)[None, :],
+    )
+
+
 def next_pow2(x: int) -> int:
     """Host-side: triton.next_power_of_2 and triton.cdiv go through Triton's jit-function
     call path (several microseconds each, several calls a layer in eager steps)."""

@@ -27,6 +27,7 @@ from vllm_bass.kernels.paged_attention_common import (
     num_seq_tiles,
     pick_tiles,
     query_tile_ids,
+    store_normalised_output,
 )
 
 reference = paged_attention_ref
@@ -89,14 +90,8 @@ def _paged_attention_pad_kernel(
         0, kv_hi, qk_scale,
         PAGE_SIZE, HEAD_SIZE, BLOCK_M, BLOCK_N, BLOCK_D, DOT_PRECISION, DOT_UPCAST,
     )
-    l_safe = tl.where(l_i > 0, l_i, 1.0)
-    o = acc / l_safe[:, None]
-    offs_d = tl.arange(0, BLOCK_D)
-    tl.store(
-        out_ptr + (tok * stride_ot + head * stride_oh)[:, None] + offs_d[None, :],
-        o.to(out_ptr.dtype.element_ty),
-        mask=row_ok[:, None] & (offs_d < HEAD_SIZE)[None, :],
-    )
+    store_normalised_output(out_ptr, stride_ot, stride_oh, acc, l_i, tok, head, row_ok,
+                            HEAD_SIZE, BLOCK_D)
 
 
 def paged_attention_pad(

@@ -17,9 +17,8 @@ which writes the normalised output itself and marks the row done (sum = -1); its
 other splits exit and the reduction skips the row. A captured graph's plan is
 chosen before any context is known (for the fewest requests its tokens may hold,
 contexts up to max_model_len: SPLIT), and without this the short contexts it
-then met were cut into 64-key pieces and reduced: a 7B verification step at
-batch 8 / 32, contexts ~200, ran 0.6-0.9 ms slower under a bound-16 plan than
-under fixed K=2's PAD plan (H100, session 23 traces).
+then met were cut into 64-key pieces and reduced (graph-timed 7B layer, batch 8,
+context 200, H100: 28.6 us, 22.5 with the minimum, 16.2 under PAD; session 23).
 """
 
 from __future__ import annotations
@@ -40,6 +39,7 @@ from vllm_bass.kernels.paged_attention_common import (
     num_seq_tiles,
     pick_tiles,
     query_tile_ids,
+    store_normalised_output,
 )
 
 reference = paged_attention_ref
@@ -129,18 +129,13 @@ def _paged_attention_split_kernel(
         kv_lo, kv_hi, qk_scale,
         PAGE_SIZE, HEAD_SIZE, BLOCK_M, BLOCK_N, BLOCK_D, DOT_PRECISION, DOT_UPCAST,
     )
-    offs_d = tl.arange(0, BLOCK_D)
     if whole:
-        l_safe = tl.where(l_i > 0, l_i, 1.0)
-        o = acc / l_safe[:, None]
-        tl.store(
-            out_ptr + (tok * stride_ot + head * stride_oh)[:, None] + offs_d[None, :],
-            o.to(out_ptr.dtype.element_ty),
-            mask=row_ok[:, None] & (offs_d < HEAD_SIZE)[None, :],
-        )
+        store_normalised_output(out_ptr, stride_ot, stride_oh, acc, l_i, tok, head, row_ok,
+                                HEAD_SIZE, BLOCK_D)
         tl.store(part_ml_ptr + ml_plane + part_row, tl.full([BLOCK_M], -1.0, tl.float32),
                  mask=row_ok)
     else:
+        offs_d = tl.arange(0, BLOCK_D)
         tl.store(
             part_o_ptr + part_row[:, None] * BLOCK_D + offs_d[None, :],
             acc,
