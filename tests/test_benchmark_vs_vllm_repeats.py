@@ -34,3 +34,22 @@ def test_a_system_run_again_in_one_call_keeps_its_configuration():
             {"system": "vllm_k3", "draft": "d", "acceptance": "0.5", "batch": 8,
              "ms_per_token": 2.0}]
     assert vs_vllm.best_vllm(rows, "d", "0.5", 8)["system"] == "vllm_k3"
+
+
+def test_the_report_compares_medians_too(tmp_path):
+    """Best-of favours the system whose repeats scatter; the medians' column does not:
+    here BASS has the best single repeat, vLLM the better median."""
+    def row(system, repeats):
+        return {"system": system, "draft": "4x1024", "acceptance": "0.9", "batch": 1,
+                "ms_per_token": min(repeats), "repeat_ms_per_token": repeats,
+                "mean_acceptance_length": 1.0, "mean_draft_length": 1.0,
+                "off_step_fraction": 0.0, "tokens_per_s": 1.0}
+    rows = [row("bass_default", [1.0, 2.0, 2.2]), row("vllm_k5", [1.6, 1.7, 1.8]),
+            row("vllm_k3", [1.9, 1.9])]
+    assert vs_vllm.median_ms(rows[0]) == 2.0 and vs_vllm.median_ms(rows[2]) == 1.9
+    assert vs_vllm.best_vllm(rows, "4x1024", "0.9", 1, key=vs_vllm.median_ms)["system"] \
+        == "vllm_k5"
+    vs_vllm.report({"rows": rows, "device": "test"}, tmp_path / "r")
+    line = next(x for x in (tmp_path / "r.md").read_text().splitlines()
+                if x.startswith("| 4x1024 | 0.9 | 1 |"))
+    assert "| 1.60x | 0.85x (5) |" in line, line

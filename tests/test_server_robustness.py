@@ -2,7 +2,9 @@
 non-streaming clients with mixed max_tokens, a fifth of them disconnecting mid-stream; every
 finished greedy answer equals the plain engine's greedy output for the same prompt and
 max_tokens; n > 1, logprobs and prompt logprobs, a stop string inside an accepted draft, a
-prompt a few tokens short of max_model_len; the server stays healthy throughout (issue 14).
+prompt a few tokens short of max_model_len, a prefix-cache hit; prefix caching and chunked
+prefill on, with a token budget below the longest prompts; the server stays healthy
+throughout (issue 14).
 The figures (requests, cancellations, mismatches) are printed."""
 
 import json
@@ -37,10 +39,25 @@ def reference():
             for p, text in enumerate(result["text"])}
 
 
+# Prefix caching and chunked prefill named (not left to defaults), with a token budget below
+# the longest prompt: that prompt (test_prompt_a_few_tokens_short_of_max_model_len) can only
+# be served in chunks, while running requests' drafts compete for the same budget.
+TOKEN_BUDGET = 256
+SERVING_ARGS = ["--enable-prefix-caching", "--enable-chunked-prefill",
+                "--max-num-batched-tokens", str(TOKEN_BUDGET)]
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with running_server(tmp_path_factory.mktemp("robust"), BASS_ARGS) as base:
+    with running_server(tmp_path_factory.mktemp("robust"), BASS_ARGS + SERVING_ARGS) as base:
         yield base
+
+
+def _metric(base, name: str) -> float:
+    """A counter's value summed over its label sets, from the server's /metrics."""
+    text = requests.get(base + "/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))
 
 
 def _body(prompt, **extra):
@@ -114,6 +131,8 @@ def test_mixed_load_with_disconnects_matches_plain_greedy(server, reference):
     assert not mismatched, mismatched[:2]
     assert seeded and seeded_requests > len(seeded), "no seeded request repeated"
     assert all(len(texts) == 1 for texts in seeded.values()), seeded
+    print(f"prefix cache: {_metric(server, 'vllm:prefix_cache_hits_total'):.0f} hit tokens "
+          f"of {_metric(server, 'vllm:prefix_cache_queries_total'):.0f} queried")
 
 
 def test_stop_string_inside_an_accepted_draft(server, reference):
@@ -141,9 +160,28 @@ def test_n_logprobs_and_prompt_logprobs(server):
     assert out["choices"][0].get("prompt_logprobs"), "prompt logprobs missing"
 
 
+def test_prefix_cache_hit_keeps_the_greedy_answer(server):
+    """A long prompt, prefilled in chunks, then again with most of it from the prefix cache:
+    the same greedy answer both times (cached blocks hold BASS's target and draft KV)."""
+    prompt = [200 + (i * 13) % 700 for i in range(3 * TOKEN_BUDGET)]
+    hits_before = _metric(server, "vllm:prefix_cache_hits_total")
+    answers = []
+    for _ in range(2):
+        r = requests.post(server + "/v1/completions", timeout=300,
+                          json=_body(prompt, max_tokens=24))
+        assert r.status_code == 200, r.text
+        answers.append(r.json()["choices"][0]["text"])
+    hits = _metric(server, "vllm:prefix_cache_hits_total") - hits_before
+    print(f"prefix cache: {hits:.0f} of the second request's {len(prompt)} prompt tokens hit")
+    assert hits >= TOKEN_BUDGET, "the second request did not hit the prefix cache"
+    assert answers[0] == answers[1]
+
+
 def test_prompt_a_few_tokens_short_of_max_model_len(server):
-    """Drafts would run past the end of the context: they are cut, the answer is complete."""
+    """Drafts would run past the end of the context: they are cut, the answer is complete.
+    The prompt is longer than the token budget: it is prefilled in chunks."""
     prompt = [100 + (i * 7) % 500 for i in range(1024 - 12)]
+    assert len(prompt) > TOKEN_BUDGET
     r = requests.post(server + "/v1/completions", timeout=300,
                       json=_body(prompt, max_tokens=12))
     assert r.status_code == 200, r.text
