@@ -18,6 +18,8 @@
 #                                       # of the matrix, 2 repeats, the GPU's UUID recorded
 #   [LOAD_SECONDS=240] bash scripts/gpu_bench.sh load  # issue 14: 64 clients for minutes,
 #                                       # then the draft-fault tests
+#   [LOAD_SECONDS=180] bash scripts/gpu_bench.sh load7b  # issue 14 at the 7B shape (dummy
+#                                       # pair, synthetic acceptance), then the draft faults
 #   [TB_ARGS=...] bash scripts/gpu_bench.sh timebudget  # issue 18 on the GPU (carry .humaneval:
 #                                       # bash scripts/make_humaneval_carry.sh builds it)
 #   bash scripts/gpu_bench.sh plan_ab   # session 21: per_request vs fixed K=2 / 3 in BASS's
@@ -113,6 +115,20 @@ case "${1:-}" in
     timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_vllm" \
       $VS_ARGS 2>&1 | tee "$W/vs_vllm.log"
     pack vs_vllm ;;
+  load7b)  # session 24, issue 14: the 7B-shape dummy pair served under 64 clients for
+    # LOAD_SECONDS (synthetic acceptance, KV pressure, disconnects), then the draft faults
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    BASS_TEST_LOAD_SECONDS="${LOAD_SECONDS:-180}" timeout "${LOAD_TIMEOUT:-360}" \
+      python3 -m pytest -m gpu -v -rs -s -p no:cacheprovider \
+      tests/test_server_load_7b.py 2>&1 | tee "$W/gpu_tests_load7b.txt"
+    pkill -9 -f "[v]llm.entrypoints" || true
+    nvidia-smi --query-compute-apps=pid --format=csv,noheader | xargs -r kill -9
+    timeout "${FAULT_TIMEOUT:-170}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider \
+      tests/test_engine_draft_faults.py tests/test_server_draft_faults.py 2>&1 \
+      | tee "$W/gpu_tests_faults.txt"
+    pkill -9 -f "[v]llm.entrypoints" || true
+    cp "$W"/gpu_tests_*.txt "$OUT/" 2>/dev/null
+    pack load7b ;;
   plan_ab)  # session 21's next step: the per-request plan against fixed K in BASS's own
     # engine (alpha 0.5 / 0.7, batch 1 / 8 / 32), untimed plan traces of the default after
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1

@@ -15,6 +15,16 @@ import requests
 from tests.harness import DRAFT, REPO, TARGET, engine_env, on_gpu
 
 BASS_ARGS = ["--spec-worker", "bass", "--speculative-model", DRAFT]
+# Rounds of a load test repeat until this many seconds have passed (at least one round): the
+# GPU host's several-minute runs set it, CI runs one round.
+LOAD_SECONDS = float(os.environ.get("BASS_TEST_LOAD_SECONDS", "0"))
+
+
+def metric_total(base: str, name: str) -> float:
+    """A metric's value summed over its label sets, from the server's /metrics."""
+    text = requests.get(base + "/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))
 
 
 def _serve_command() -> list[str]:
@@ -46,19 +56,25 @@ def _die_with_parent() -> None:
         pass
 
 
+def embedded_serve_args(max_num_seqs: int = 8) -> list[str]:
+    """The embedded target in float32, eager, small: the settings the lossless tests use."""
+    return [TARGET, "--dtype", "float32", "--max-model-len", "1024", "--max-num-seqs",
+            str(max_num_seqs), "--enforce-eager", "--seed", "0",
+            "--gpu-memory-utilization", "0.3" if on_gpu() else "0.05"]
+
+
 @contextlib.contextmanager
 def running_server(log_dir, extra_args: list[str], max_num_seqs: int = 8,
-                   processes: list | None = None):
-    """The embedded target served on a free loopback port; yields the base URL and stops
+                   processes: list | None = None, serve_args: list[str] | None = None):
+    """A model served on a free loopback port (`serve_args`: the model and engine flags;
+    by default the embedded target's, `embedded_serve_args`); yields the base URL and stops
     the server's whole process group afterwards. `processes`: the server's Popen is
-    appended (a test that stops the server itself)."""
+    appended (a test that stops the server itself, or reads its memory)."""
     port = _free_port()
     log = log_dir / "server.log"
     cmd = _serve_command() + [
-        TARGET, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-        "--max-model-len", "1024", "--max-num-seqs", str(max_num_seqs), "--enforce-eager",
-        "--seed", "0", "--gpu-memory-utilization", "0.3" if on_gpu() else "0.05",
-        *extra_args]
+        *(serve_args or embedded_serve_args(max_num_seqs)),
+        "--host", "127.0.0.1", "--port", str(port), *extra_args]
     with open(log, "w") as fh:
         proc = subprocess.Popen(cmd, cwd=REPO, env=engine_env(), stdout=fh,
                                 stderr=subprocess.STDOUT, start_new_session=True,

@@ -8,7 +8,6 @@ throughout (issue 14).
 The figures (requests, cancellations, mismatches) are printed."""
 
 import json
-import os
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,14 +17,11 @@ import requests
 
 from tests.harness import TARGET, base_engine_kwargs, on_gpu, run_engine
 from tests.prompts import PROMPTS
-from tests.server_harness import BASS_ARGS, running_server
+from tests.server_harness import BASS_ARGS, LOAD_SECONDS, metric_total, running_server
 
 pytestmark = [pytest.mark.cpu, pytest.mark.gpu, pytest.mark.slow]
 
 MAX_TOKENS = (1, 8, 24, 40)
-# Rounds of the mixed load repeat until this many seconds have passed (at least one round):
-# the GPU host's several-minute run sets it, CI runs one round.
-LOAD_SECONDS = float(os.environ.get("BASS_TEST_LOAD_SECONDS", "0"))
 SEEDED = {"temperature": 0.8, "seed": 7, "max_tokens": 24}
 
 
@@ -51,13 +47,6 @@ SERVING_ARGS = ["--enable-prefix-caching", "--enable-chunked-prefill",
 def server(tmp_path_factory):
     with running_server(tmp_path_factory.mktemp("robust"), BASS_ARGS + SERVING_ARGS) as base:
         yield base
-
-
-def _metric(base, name: str) -> float:
-    """A counter's value summed over its label sets, from the server's /metrics."""
-    text = requests.get(base + "/metrics", timeout=10).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name + "{") or line.startswith(name + " "))
 
 
 def _body(prompt, **extra):
@@ -131,8 +120,8 @@ def test_mixed_load_with_disconnects_matches_plain_greedy(server, reference):
     assert not mismatched, mismatched[:2]
     assert seeded and seeded_requests > len(seeded), "no seeded request repeated"
     assert all(len(texts) == 1 for texts in seeded.values()), seeded
-    print(f"prefix cache: {_metric(server, 'vllm:prefix_cache_hits_total'):.0f} hit tokens "
-          f"of {_metric(server, 'vllm:prefix_cache_queries_total'):.0f} queried")
+    print(f"prefix cache: {metric_total(server, 'vllm:prefix_cache_hits_total'):.0f} hit tokens "
+          f"of {metric_total(server, 'vllm:prefix_cache_queries_total'):.0f} queried")
 
 
 def test_stop_string_inside_an_accepted_draft(server, reference):
@@ -164,14 +153,14 @@ def test_prefix_cache_hit_keeps_the_greedy_answer(server):
     """A long prompt, prefilled in chunks, then again with most of it from the prefix cache:
     the same greedy answer both times (cached blocks hold BASS's target and draft KV)."""
     prompt = [200 + (i * 13) % 700 for i in range(3 * TOKEN_BUDGET)]
-    hits_before = _metric(server, "vllm:prefix_cache_hits_total")
+    hits_before = metric_total(server, "vllm:prefix_cache_hits_total")
     answers = []
     for _ in range(2):
         r = requests.post(server + "/v1/completions", timeout=300,
                           json=_body(prompt, max_tokens=24))
         assert r.status_code == 200, r.text
         answers.append(r.json()["choices"][0]["text"])
-    hits = _metric(server, "vllm:prefix_cache_hits_total") - hits_before
+    hits = metric_total(server, "vllm:prefix_cache_hits_total") - hits_before
     print(f"prefix cache: {hits:.0f} of the second request's {len(prompt)} prompt tokens hit")
     assert hits >= TOKEN_BUDGET, "the second request did not hit the prefix cache"
     assert answers[0] == answers[1]
