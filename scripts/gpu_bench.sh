@@ -173,10 +173,11 @@ case "${1:-}" in
       timeout "${TESTS_TIMEOUT:-200}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider \
         $MATRIX_TESTS 2>&1 | tee "$W/gpu_tests.txt"
     fi
-    timeout "${VS_TIMEOUT:-480}" python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_vllm" \
+    # VS_OUT: another file for another workload (`--workload continuous`: one a file)
+    timeout "${VS_TIMEOUT:-480}" python3 benchmarks/e2e/vs_vllm.py --out "$W/${VS_OUT:-vs_vllm}" \
       --repeats "${REPEATS:-2}" --timeout "${SYSTEM_TIMEOUT:-290}" $VS_ARGS 2>&1 \
-      | tee "$W/vs_vllm.log"
-    cp "$W/vs_vllm.json" "$OUT/" 2>/dev/null
+      | tee "$W/${VS_OUT:-vs_vllm}.log"
+    cp "$W/${VS_OUT:-vs_vllm}.json" "$OUT/" 2>/dev/null
     cleanup
     if [ -n "${TESTS_AFTER:-}" ]; then  # tests after the timing (their engines may fail)
       timeout "${TESTS_AFTER_TIMEOUT:-200}" python3 -m pytest -m gpu -v -rs -s \

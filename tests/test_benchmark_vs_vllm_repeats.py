@@ -53,3 +53,48 @@ def test_the_report_compares_medians_too(tmp_path):
     line = next(x for x in (tmp_path / "r.md").read_text().splitlines()
                 if x.startswith("| 4x1024 | 0.9 | 1 |"))
     assert "| 1.60x | 0.85x (5) |" in line, line
+
+
+class _FakeEngine:
+    """Each step: every request in flight gets `speed` tokens, finished at max_tokens; the
+    clock is the step count. Records the most requests in flight."""
+
+    def __init__(self):
+        self.live, self.most, self.steps = {}, 0, 0
+
+    def add_request(self, rid, prompt, params):
+        self.live[rid] = [0, params]
+        self.most = max(self.most, len(self.live))
+
+    def has_unfinished_requests(self):
+        return bool(self.live)
+
+    def step(self):
+        from types import SimpleNamespace
+
+        self.steps += 1
+        outs = []
+        for rid, state in list(self.live.items()):
+            state[0] = min(state[0] + state[1]["speed"], state[1]["max_tokens"])
+            done = state[0] >= state[1]["max_tokens"]
+            outs.append(SimpleNamespace(request_id=rid, finished=done, outputs=[
+                SimpleNamespace(token_ids=list(range(state[0])))]))
+            if done:
+                del self.live[rid]
+        return outs
+
+
+def test_continuous_workload_keeps_the_batch_in_flight_and_counts_its_tokens(monkeypatch):
+    """Requests 3, 7, 11, 15 emit 1 token a step, the others 4; 8 tokens each, 4 in flight.
+    Closed batches of 4 would move 32 tokens per 8 steps (the slow one paces each); kept in
+    flight, the fast slots are refilled: 106 tokens in the 10 steps before the last request
+    is submitted (worked out step by step), and the tail after it is not counted."""
+    from types import SimpleNamespace
+
+    engine = _FakeEngine()
+    monkeypatch.setattr(vs_vllm.time, "perf_counter", lambda: float(engine.steps))
+    params = [{"speed": 1 if i % 4 == 3 else 4, "max_tokens": 8} for i in range(16)]
+    rate = vs_vllm.continuous_tokens_per_s(SimpleNamespace(llm_engine=engine),
+                                           [None] * 16, params, concurrency=4)
+    assert engine.most == 4 and not engine.live
+    assert rate == 106 / 10

@@ -19,12 +19,18 @@ measured at every setting with one start-up. vLLM runs with --async-scheduling (
 fastest mode for draft_model); BASS with nothing but the draft and the synthetic rates.
 Rows append to --out.json, so the matrix can be split across calls on one machine
 (`--systems`, `--drafts`, ...); `--report` writes the markdown table and the plots.
+
+`--workload continuous` (one workload a file): instead of a closed batch, 4x the batch in
+requests with the batch kept in flight, as a server's continuous batching does; ms/token =
+batch / steady-state tokens per second. A closed batch of the mix is paced by its alpha-0.3
+requests (`docs/design.md`); a server replaces a finished request at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import json
 import math
 import os
@@ -231,10 +237,24 @@ def _child(spec_path: str, out_path: str) -> None:
             n_slots = len(groups)
             slot_runs = ([[i] for i in range(n_slots)] if batch == 1 and n_slots > 1
                          else [[i % n_slots for i in range(batch)]])
+            if spec.get("workload") == "continuous":
+                slot_runs = [[i % n_slots for i in range(CONTINUOUS_REQUESTS_PER_SLOT
+                                                         * max(batch, n_slots))]]
+
+            def run(slots):
+                """Seconds per token of one sequence: a closed batch's makespan over
+                max_tokens, or the continuous workload's steady state."""
+                if spec.get("workload") == "continuous":
+                    return batch / continuous_tokens_per_s(
+                        llm, prompts(len(slots)), params(slots, n_tokens), batch)
+                start = time.perf_counter()
+                llm.generate(prompts(len(slots)), params(slots, n_tokens), use_tqdm=False)
+                return (time.perf_counter() - start) / n_tokens
+
             warm_start = time.perf_counter()
             for slots in slot_runs:  # warm-up, full length: every shape of the batch's
                 # tail too (JIT compiles), the cost model, the estimates
-                llm.generate(prompts(len(slots)), params(slots, n_tokens), use_tqdm=False)
+                run(slots)
             warm_seconds = (time.perf_counter() - warm_start) / len(slot_runs)
             before = counters()
             kernels_before = compiled_kernels()
@@ -242,14 +262,9 @@ def _child(spec_path: str, out_path: str) -> None:
             n_repeats = timed_repeats(spec["repeats"], warm_seconds,
                                       spec.get("min_timed_seconds", 0.0))
             for _ in range(n_repeats):  # the fastest repeat: one-off stalls left out
-                seconds = 0.0
-                for slots in slot_runs:
-                    start = time.perf_counter()
-                    llm.generate(prompts(len(slots)), params(slots, n_tokens),
-                                 use_tqdm=False)
-                    seconds += time.perf_counter() - start
-                reps.append(seconds / len(slot_runs))
-            seconds = min(reps)
+                reps.append(n_tokens * sum(run(slots) for slots in slot_runs)
+                            / len(slot_runs))
+            seconds = min(reps)  # a closed batch's makespan (or its continuous equivalent)
             after = counters()
             jit = compiled_kernels() - kernels_before
             if (batch in spec.get("profile_batches", ())
@@ -271,12 +286,48 @@ def _child(spec_path: str, out_path: str) -> None:
                 "off_step_fraction": off / (on + off) if on + off else None,
                 "repeat_ms_per_token": [1000.0 * r / n_tokens for r in reps],
                 "jit_compiles_in_repeats": dict(jit),
+                "workload": spec.get("workload", "closed"),
             })
             print(f"  {spec['system']} {spec['draft']} alpha={acceptance} batch={batch}: "
                   f"{rows[-1]['ms_per_token']:.2f} ms/token", flush=True)
             # after every setting: a run cut by the parent's timeout keeps what it measured
             Path(out_path).write_text(json.dumps({"rows": rows, "startup_s": startup}))
     Path(out_path).write_text(json.dumps({"rows": rows, "startup_s": startup}))
+
+
+# The continuous workload: this many requests per slot of concurrency, submitted so that
+# `batch` are always in flight; timed while the queue still holds requests
+CONTINUOUS_REQUESTS_PER_SLOT = 4
+_continuous_ids = itertools.count()
+
+
+def continuous_tokens_per_s(llm, prompts: list, params: list, concurrency: int) -> float:
+    """Generated tokens per second while `concurrency` requests are in flight and more wait:
+    a finished request is replaced at once (a server's continuous batching), so no batch
+    waits for its slowest request, as a closed batch does. The window ends when the last
+    request is submitted; the tail after it is not counted."""
+    engine = llm.llm_engine
+    queue = list(zip(prompts, params))
+    in_flight, tokens, seen = 0, 0, {}
+    start = time.perf_counter()
+    window = None  # (seconds, tokens) when the queue emptied
+    while queue or engine.has_unfinished_requests():
+        while queue and in_flight < concurrency:
+            prompt, sp = queue.pop(0)
+            engine.add_request(f"cont-{next(_continuous_ids)}", prompt, sp)
+            in_flight += 1
+        if not queue and window is None:
+            window = (time.perf_counter() - start, tokens)
+        for out in engine.step():
+            n = len(out.outputs[0].token_ids)
+            tokens += n - seen.get(out.request_id, 0)
+            seen[out.request_id] = n
+            if out.finished:
+                in_flight -= 1
+                seen.pop(out.request_id)
+    seconds, counted = window if window and window[1] else (time.perf_counter() - start,
+                                                             tokens)
+    return counted / seconds
 
 
 def _profiled_run(llm, spec: dict, acceptance: str, batch: int, run) -> None:
@@ -334,7 +385,7 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
             "prompt_len": args.prompt_len, "batches": args.batches, "repeats": args.repeats,
             "min_timed_seconds": args.min_timed_seconds,
             "acceptance": acceptance_for(config, args.acceptance),
-            "profile_dir": args.profile_dir, "profile_batches": args.profile_batches,
+            "workload": args.workload, "profile_dir": args.profile_dir, "profile_batches": args.profile_batches,
             "profile_acceptance": args.profile_acceptance}
     if args.profile_dir:  # vLLM's torch profiler, started around the chosen runs only
         spec["engine"]["profiler_config"] = {
@@ -472,6 +523,11 @@ def report(data: dict, out: Path) -> None:
              "instead. `medians`: each system's median over its repeats, vLLM's best K by "
              "median (vLLM's slow repeats are mostly JIT compiles inside timed runs, "
              "`jit_compiles_in_repeats`).", "",
+             *(["**Continuous workload**: each setting serves "
+                f"{CONTINUOUS_REQUESTS_PER_SLOT}x the batch in requests with the batch kept "
+                "in flight (a finished request replaced at once); ms/token = batch / "
+                "steady-state tokens per second, no closed batch's slowest-request tail.", ""]
+               if any(r.get("workload") == "continuous" for r in rows) else []),
              *([data["note"], ""] if data.get("note") else []),
              "| draft | acceptance | batch | plain | vLLM best (K) | BASS default | "
              "BASS / vLLM best | BASS / vLLM best, medians | BASS / plain | BASS acc. len | "
@@ -561,6 +617,11 @@ def main() -> None:
     p.add_argument("--min-timed-seconds", type=float, default=3.0,
                    help="more repeats (up to MAX_REPEATS) where a run is short, so that a "
                    "setting's timed runs last about this long; 0: exactly --repeats")
+    p.add_argument("--workload", choices=("closed", "continuous"), default="closed",
+                   help="closed: every setting's batch starts and ends together (ms/token = "
+                   "the makespan over --max-tokens, the paper's metric); continuous: "
+                   f"{CONTINUOUS_REQUESTS_PER_SLOT}x the batch in requests, the batch kept in "
+                   "flight (ms/token = batch / steady-state tokens per second)")
     p.add_argument("--trace-dir", default=None)
     p.add_argument("--out", default=str(REPO / "benchmarks/results/vs_vllm"))
     p.add_argument("--report", action="store_true", help="only rewrite the table and plots")
@@ -583,6 +644,10 @@ def main() -> None:
     path = out.with_suffix(".json")
     data = json.loads(path.read_text()) if path.exists() else {"rows": []}
     if not args.report:
+        kept = {r.get("workload", "closed") for r in data["rows"]}
+        if kept - {args.workload}:
+            raise SystemExit(f"{path} holds {sorted(kept)} rows; --workload {args.workload} "
+                             "goes to another --out (one workload a file)")
         from benchmarks.e2e.bench_policies import device_name
 
         data.update(device=device_name(), prompt_len=args.prompt_len,
