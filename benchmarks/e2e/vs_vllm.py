@@ -35,6 +35,7 @@ import json
 import math
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -270,8 +271,7 @@ def _child(spec_path: str, out_path: str) -> None:
             if (batch in spec.get("profile_batches", ())
                     and acceptance in spec.get("profile_acceptance", ())):
                 _profiled_run(llm, spec, acceptance, batch,
-                              lambda: [llm.generate(prompts(len(s)), params(s, n_tokens),
-                                                    use_tqdm=False) for s in slot_runs])
+                              lambda: [run(s) for s in slot_runs])
             d = {k: after[k] - before[k] for k in after}
             drafts = d["vllm:spec_decode_num_drafts"]
             on, off = d["steps_on"], d["steps_off"]
@@ -307,13 +307,13 @@ def continuous_tokens_per_s(llm, prompts: list, params: list, concurrency: int) 
     waits for its slowest request, as a closed batch does. The window ends when the last
     request is submitted; the tail after it is not counted."""
     engine = llm.llm_engine
-    queue = list(zip(prompts, params))
+    queue = collections.deque(zip(prompts, params))
     in_flight, tokens, seen = 0, 0, {}
     start = time.perf_counter()
     window = None  # (seconds, tokens) when the queue emptied
     while queue or engine.has_unfinished_requests():
         while queue and in_flight < concurrency:
-            prompt, sp = queue.pop(0)
+            prompt, sp = queue.popleft()
             engine.add_request(f"cont-{next(_continuous_ids)}", prompt, sp)
             in_flight += 1
         if not queue and window is None:
@@ -325,9 +325,9 @@ def continuous_tokens_per_s(llm, prompts: list, params: list, concurrency: int) 
             if out.finished:
                 in_flight -= 1
                 seen.pop(out.request_id)
-    seconds, counted = window if window and window[1] else (time.perf_counter() - start,
-                                                             tokens)
-    return counted / seconds
+    if not window[1]:  # every request fit in flight at once: the whole run is the window
+        window = (time.perf_counter() - start, tokens)
+    return window[1] / window[0]
 
 
 def _profiled_run(llm, spec: dict, acceptance: str, batch: int, run) -> None:
@@ -385,7 +385,8 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
             "prompt_len": args.prompt_len, "batches": args.batches, "repeats": args.repeats,
             "min_timed_seconds": args.min_timed_seconds,
             "acceptance": acceptance_for(config, args.acceptance),
-            "workload": args.workload, "profile_dir": args.profile_dir, "profile_batches": args.profile_batches,
+            "workload": args.workload, "profile_dir": args.profile_dir,
+            "profile_batches": args.profile_batches,
             "profile_acceptance": args.profile_acceptance}
     if args.profile_dir:  # vLLM's torch profiler, started around the chosen runs only
         spec["engine"]["profiler_config"] = {
@@ -428,9 +429,7 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
 def median_ms(row: dict) -> float:
     """A row's median over its timed repeats: the report's second view, since best-of
     favours the system whose runs scatter more (BASS's long drafts at batch 1 do)."""
-    repeats = sorted(row.get("repeat_ms_per_token") or [row["ms_per_token"]])
-    mid = len(repeats) // 2
-    return repeats[mid] if len(repeats) % 2 else (repeats[mid - 1] + repeats[mid]) / 2
+    return statistics.median(row.get("repeat_ms_per_token") or [row["ms_per_token"]])
 
 
 def best_vllm(rows: list[dict], draft: str, acceptance: str, batch: int,
