@@ -2,6 +2,7 @@
 
 import contextlib
 import importlib.metadata
+import json
 import os
 import signal
 import socket
@@ -25,6 +26,13 @@ def metric_total(base: str, name: str) -> float:
     text = requests.get(base + "/metrics", timeout=10).text
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                if line.startswith(name + "{") or line.startswith(name + " "))
+
+
+def stream_events(response):
+    """The JSON events of a streamed completion (server-sent `data:` lines, [DONE] left out)."""
+    for line in response.iter_lines():
+        if line.startswith(b"data: ") and line != b"data: [DONE]":
+            yield json.loads(line[6:])
 
 
 def _serve_command() -> list[str]:

@@ -3,7 +3,6 @@ VLLM_BASS_INJECT_DRAFT_FAULT): concurrent streaming and non-streaming requests a
 with 200 and the plain engine's greedy text, the faults are logged, and the server serves
 the next request afterwards (issue 14, faults)."""
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -11,7 +10,7 @@ import requests
 
 from tests.harness import TARGET, base_engine_kwargs, run_engine
 from tests.prompts import PROMPTS
-from tests.server_harness import BASS_ARGS, running_server
+from tests.server_harness import BASS_ARGS, running_server, stream_events
 
 pytestmark = [pytest.mark.cpu, pytest.mark.gpu, pytest.mark.slow]
 
@@ -35,9 +34,8 @@ def _complete(base, i: int):
             return r.status_code, (r.json()["choices"][0]["text"] if r.status_code == 200
                                    else r.text)
         text = ""
-        for line in r.iter_lines():
-            if line.startswith(b"data: ") and line != b"data: [DONE]":
-                text += json.loads(line[6:])["choices"][0]["text"]
+        for event in stream_events(r):
+            text += event["choices"][0]["text"]
         return r.status_code, text
 
 

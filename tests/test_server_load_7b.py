@@ -21,7 +21,8 @@ import requests
 
 from benchmarks.e2e.dummy_models import dummy_model_folder
 from tests.harness import on_gpu
-from tests.server_harness import LOAD_SECONDS, metric_total, running_server
+from tests.server_harness import (LOAD_SECONDS, metric_total, running_server,
+                                  stream_events)
 
 pytestmark = [pytest.mark.cpu, pytest.mark.gpu, pytest.mark.slow]
 
@@ -96,10 +97,7 @@ def _client(base: str, model: str, vocab: int, i: int) -> tuple[str, int, int]:
         if r.status_code != 200:
             return f"http {r.status_code}: {r.text[:200]}", max_tokens, 0
         chunks, received = 0, 0
-        for line in r.iter_lines():
-            if not line.startswith(b"data: ") or line == b"data: [DONE]":
-                continue
-            event = json.loads(line[6:])
+        for event in stream_events(r):
             if event.get("usage"):
                 received = event["usage"]["completion_tokens"]
             if event.get("choices"):

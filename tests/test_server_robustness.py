@@ -7,7 +7,6 @@ prefill on, with a token budget below the longest prompts; the server stays heal
 throughout (issue 14).
 The figures (requests, cancellations, mismatches) are printed."""
 
-import json
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +16,8 @@ import requests
 
 from tests.harness import TARGET, base_engine_kwargs, on_gpu, run_engine
 from tests.prompts import PROMPTS
-from tests.server_harness import BASS_ARGS, LOAD_SECONDS, metric_total, running_server
+from tests.server_harness import (BASS_ARGS, LOAD_SECONDS, metric_total, running_server,
+                                  stream_events)
 
 pytestmark = [pytest.mark.cpu, pytest.mark.gpu, pytest.mark.slow]
 
@@ -78,10 +78,8 @@ def _client(base, i: int, clients: int):
         if r.status_code != 200:
             return p, m, f"http {r.status_code}", r.text
         text, chunks = "", 0
-        for line in r.iter_lines():
-            if not line.startswith(b"data: ") or line == b"data: [DONE]":
-                continue
-            text += json.loads(line[6:])["choices"][0]["text"]
+        for event in stream_events(r):
+            text += event["choices"][0]["text"]
             chunks += 1
             if cancel and chunks >= 2:
                 return p, m, "cancelled", text  # closing the response disconnects

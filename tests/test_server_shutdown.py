@@ -4,7 +4,6 @@ client's connection ends (no client hangs). Without `patches.api_server_shutdown
 server could wait forever for those streams (seen in CI, session 11); with it, at most
 GRACEFUL_SHUTDOWN_S."""
 
-import json
 import os
 import signal
 import threading
@@ -15,7 +14,7 @@ import requests
 
 from tests.harness import TARGET
 from tests.prompts import PROMPTS
-from tests.server_harness import BASS_ARGS, running_server
+from tests.server_harness import BASS_ARGS, running_server, stream_events
 from vllm_bass.patches.api_server_shutdown import GRACEFUL_SHUTDOWN_S
 
 pytestmark = [pytest.mark.cpu, pytest.mark.gpu, pytest.mark.slow]
@@ -27,11 +26,9 @@ def _stream(base: str, prompt: str, started: threading.Event, outcome: dict, key
         with requests.post(base + "/v1/completions", stream=True, timeout=120, json={
                 "model": TARGET, "prompt": prompt, "temperature": 0.0, "max_tokens": 400,
                 "ignore_eos": True, "stream": True}) as r:
-            for line in r.iter_lines():
-                if line.startswith(b"data: ") and line != b"data: [DONE]":
-                    json.loads(line[6:])
-                    chunks += 1
-                    started.set()
+            for _ in stream_events(r):
+                chunks += 1
+                started.set()
         outcome[key] = ("ended", chunks)
     except requests.RequestException as exc:  # the server went away mid-stream
         outcome[key] = (type(exc).__name__, chunks)
