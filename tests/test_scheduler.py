@@ -179,7 +179,7 @@ def test_plain_step_measurements_are_real_off_steps(async_scheduling, monkeypatc
     monkeypatch.setattr(auto_off, "CONFIDENT_SPEEDUP", float("inf"))
     sched = _scheduler(async_scheduling, draft_length_policy="fixed", num_speculative_tokens=4)
     timed = []
-    sched.bass_costs.observe = lambda batch, draft_steps, verify, seconds: timed.append(
+    sched.bass_costs.observe = lambda batch, draft_steps, verify, seconds, other=0: timed.append(
         (draft_steps, verify))
     for r in ("a", "b"):
         _add(sched, r)
@@ -390,3 +390,49 @@ def test_closed_batch_plans_only_when_the_batch_cannot_be_refilled(async_schedul
     remaining = sched.bass_policy.remaining
     assert set(remaining) == {"a", "b"} and remaining["a"] > remaining["b"] > 0
     assert 0.0 <= sched.bass_policy.per_request_share < 1.0
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_a_stream_of_arrivals_is_not_a_closed_batch(async_scheduling, monkeypatch):
+    """With an empty queue a batch is closed only if its requests came in one wave: one that
+    joins running requests later means a server's continuous batching, where the next
+    arrival takes a finished request's place, and the plan counts every token alike (a
+    closed-batch plan drafted 1.3 tokens a request there, H100, session 25). The stream is
+    remembered for STREAM_MEMORY_STEPS steps after its last join."""
+    import vllm_bass.scheduler as module
+
+    monkeypatch.setattr(module, "STREAM_MEMORY_STEPS", 12)
+    sched = _scheduler(async_scheduling, draft_length_policy="per_request", max_num_seqs=8)
+    policy = sched.bass_policy
+    for rid in ("a", "b"):  # one wave into an idle engine: closed
+        _add(sched, rid, max_tokens=400)
+    accepted = {r: 1 for r in "abcd"}
+    _run(sched, 3, accepted)
+    assert sched.is_closed_batch() and set(policy.remaining) == {"a", "b"}
+    _run(sched, module.CLOSED_WAVE_STEPS, accepted)
+    _add(sched, "c", max_tokens=400)  # joins the running requests: a stream
+    _run(sched, 3, accepted)
+    assert not sched.waiting and not sched.is_closed_batch() and policy.remaining is None
+    _run(sched, 8, accepted)
+    assert policy.remaining is None  # still within the stream's memory
+    _run(sched, 8, accepted)
+    assert sched.is_closed_batch() and set(policy.remaining) == {"a", "b", "c"}
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_steps_with_prefills_are_timed_with_their_prefill_tokens(async_scheduling):
+    """Every step is timed for the cost model, a prefill's tokens as a term of their own
+    (a server's steps mostly carry one); not the first step after the engine was idle,
+    whose period holds the idle time."""
+    sched = _scheduler(async_scheduling, draft_length_policy="fixed", num_speculative_tokens=2,
+                       auto_off=False)
+    timed = []
+    sched.bass_costs.observe = (lambda batch, draft_steps, verify, seconds, other=0:
+                                timed.append((batch, verify, other)))
+    _add(sched, "a", prompt_len=8, max_tokens=400)
+    _run(sched, 6, {"a": 0, "b": 0})
+    first = len(timed)
+    assert first >= 3 and all(other == 0 for _, _, other in timed), timed  # pure decode
+    _add(sched, "b", prompt_len=40, max_tokens=400)  # b's prefill rides in a decode step
+    _run(sched, 4, {"a": 0, "b": 0})
+    assert (2, 2, 39) in timed[first:], timed  # a's token + 2 drafts, b's 40 prompt tokens

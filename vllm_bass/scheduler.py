@@ -20,8 +20,9 @@ drafts need.
 * Token budget: a verification holds at most vLLM's largest CUDA-graph size in tokens
   (`within_token_budget`): above it the step runs without graphs, 3-4x slower at batch
   32-64; from batch 128 up the budget grows to LARGE_BATCH_TOKENS_PER_REQUEST per request.
-* Step costs: every pure-decode step is timed (the period between the ends of consecutive
-  steps' `update_from_output`, which in async mode is the pipelined step time) and fitted by
+* Step costs: every step is timed (the period between the ends of consecutive steps'
+  `update_from_output`, which in async mode is the pipelined step time; a prefill's tokens
+  are a term of their own) and fitted by
   `StepCostEstimator`; the policy uses the relative cost model for the step's batch size to
   turn drafting off when it does not pay (auto-off) and, for per_request, to choose the draft
   lengths. Off-steps measure plain decoding; auto-off takes one when that measurement is
@@ -46,12 +47,23 @@ from vllm_bass.policy.auto_off import with_test_off_cycle
 from vllm_bass.policy.cost_model import StepCostEstimator
 from vllm_bass.policy.factory import make_policy
 from vllm_bass.policy.policies import DraftPlan, Verified, within_token_budget
-from vllm_bass.utils.steps import decode_tokens
 
 # Decayed count of measured off-steps (per batch bucket) below which auto-off takes an
 # occasional off-step, to measure what plain decoding costs (about one in 35 steps).
 OFF_SAMPLES_WANTED = 0.5
 PLAN_TRACE_STEPS = 20000  # bounded diagnostics file
+# A batch is closed (planned for its end, `closed_batch_cap`) when no request waits and none
+# has joined running ones lately. Requests that reach an idle engine within
+# CLOSED_WAVE_STEPS scheduler steps are one wave, as `LLM.generate` adds them (the engine
+# core may take a few steps to receive them all); one that arrives later, while others
+# still run, joins them: the engine serves a stream (a server's continuous batching),
+# where the next arrival takes a finished request's place even with an empty queue and
+# every token counts alike. Planning such a batch for its end drafted 1.3 tokens a request
+# for the mix at batch 32 / 64 (continuous workload, H100, session 25: 1.03x / 0.88x vLLM
+# K=3). A stream is remembered for STREAM_MEMORY_STEPS steps after its last join (longer
+# than a request's life, so a lull does not make one closed batch of the stream).
+CLOSED_WAVE_STEPS = 8
+STREAM_MEMORY_STEPS = 256
 
 
 def verified_from_output(scheduled_spec: dict[str, list[int]], sampled_token_ids,
@@ -140,13 +152,18 @@ class BassScheduler(Scheduler):
         # the plan whose drafts are being produced (verified by the next scheduled step)
         self.bass_plan = DraftPlan(self.num_spec_tokens)
         self._bass_known_reqs: set[str] = set()
+        # arrivals (`is_closed_batch`): the step of the current wave's first request and of
+        # the last request that joined running ones after the wave
+        self._bass_schedule_steps = 0
+        self._bass_wave_start = 0
+        self._bass_last_join: int | None = None
         self.bass_costs = StepCostEstimator()
         # vLLM's largest CUDA-graph size; each step's budget: step_token_budget
         self.bass_token_budget = verification_token_budget(self.vllm_config)
         self._bass_last_end: float | None = None  # end of the previous update_from_output
         # Diagnostics: VLLM_BASS_STEP_TRACE=FILE appends
-        # "end_s,batch,draft_steps,verify_tokens,ms" for every timed step (what the cost
-        # model is fitted to).
+        # "end_s,batch,draft_steps,verify_tokens,ms,other_tokens" for every timed step (what
+        # the cost model is fitted to; other_tokens: prefill tokens in the step).
         trace = envs.get("VLLM_BASS_STEP_TRACE")
         self._bass_trace = open(trace, "a", buffering=1) if trace else None
         # ... and FILE.plans: per planned step the cost model and each sequence's
@@ -154,8 +171,26 @@ class BassScheduler(Scheduler):
         self._bass_plan_trace = open(trace + ".plans", "a", buffering=1) if trace else None
         self._bass_plans_left = PLAN_TRACE_STEPS
 
+    def add_request(self, request) -> None:
+        step = self._bass_schedule_steps
+        if not self.requests:
+            self._bass_wave_start = step
+        elif step - self._bass_wave_start > CLOSED_WAVE_STEPS:
+            self._bass_last_join = step
+        super().add_request(request)
+
+    def is_closed_batch(self) -> bool:
+        """No request waits and none joined running ones in the last STREAM_MEMORY_STEPS
+        steps: nothing is expected to take a finished request's place, so the batch is
+        done with its slowest request."""
+        if self.waiting or self.skipped_waiting:
+            return False
+        last_join = self._bass_last_join
+        return last_join is None or self._bass_schedule_steps - last_join > STREAM_MEMORY_STEPS
+
     # -- planning ---------------------------------------------------------------------
     def _update_after_schedule(self, scheduler_output) -> None:
+        self._bass_schedule_steps += 1
         if self.num_spec_tokens > 0:
             with record_function_or_nullcontext("bass_scheduler: plan"):
                 self._bass_plan_step(scheduler_output)
@@ -191,10 +226,10 @@ class BassScheduler(Scheduler):
             policy.token_budget = budget
         if hasattr(policy, "remaining"):
             # a batch that cannot be refilled is done with its slowest request, so its plan
-            # minimises the time until then (`closed_batch_cap`); with requests waiting, one
-            # that finishes early admits the next, and every token counts alike
+            # minimises the time until then (`closed_batch_cap`); with requests waiting or
+            # arriving, one that finishes early admits the next, and every token counts alike
             requests = self.requests
-            closed = not (self.waiting or self.skipped_waiting)
+            closed = self.is_closed_batch()
             policy.remaining = {
                 r: requests[r].max_tokens - requests[r].num_output_tokens
                 for r in req_ids if r in requests} if closed else None
@@ -210,8 +245,6 @@ class BassScheduler(Scheduler):
             self._bass_plans_left -= 1
             self._bass_write_plan(req_ids, plan)
         out.num_spec_tokens_to_schedule = max(0, min(plan.batch_length, self.num_spec_tokens))
-        out.bass_decode_only = bool(req_ids) and not out.scheduled_new_reqs and decode_tokens(
-            out.num_scheduled_tokens, out.scheduled_spec_decode_tokens, req_ids) is not None
 
     def _bass_write_plan(self, req_ids, plan) -> None:
         import json
@@ -267,17 +300,22 @@ class BassScheduler(Scheduler):
         return result
 
     def _bass_time_step(self, out) -> None:
+        """Every step with requests is timed, prefills included (`StepCostEstimator`'s
+        other tokens); the first after the engine was idle is not (its period holds the
+        idle time)."""
         end = time.perf_counter()
-        last, self._bass_last_end = self._bass_last_end, end
-        if last is None or not getattr(out, "bass_decode_only", False):
-            return
+        last = self._bass_last_end
+        self._bass_last_end = end if self.requests else None
         batch = len(out.num_scheduled_tokens)
+        if last is None or batch == 0:
+            return
         verify_tokens = sum(len(s) for s in out.scheduled_spec_decode_tokens.values())
+        other_tokens = out.total_num_scheduled_tokens - batch - verify_tokens
         draft_steps = self.bass_draft_steps_run(out.num_spec_tokens_to_schedule, verify_tokens)
-        self.bass_costs.observe(batch, draft_steps, verify_tokens, end - last)
+        self.bass_costs.observe(batch, draft_steps, verify_tokens, end - last, other_tokens)
         if self._bass_trace is not None:
             self._bass_trace.write(f"{end:.6f},{batch},{draft_steps},{verify_tokens},"
-                                   f"{(end - last) * 1e3:.4f}\n")
+                                   f"{(end - last) * 1e3:.4f},{other_tokens}\n")
 
 
 class BassAsyncScheduler(BassScheduler, AsyncScheduler):

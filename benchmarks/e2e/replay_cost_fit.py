@@ -36,7 +36,7 @@ def replay(path: Path, skip: int) -> dict:
     solve_s = []
     for row in csv.reader(path.open()):
         batch, steps, tokens, ms = int(row[1]), int(row[2]), int(row[3]), float(row[4])
-        est.observe(batch, steps, tokens, ms / 1000)
+        est.observe(batch, steps, tokens, ms / 1000, int(row[5]) if len(row) > 5 else 0)
         fit = est.fits[batch_bucket(batch)]
         start = time.perf_counter()
         est._solve(fit)

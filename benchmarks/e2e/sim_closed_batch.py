@@ -31,13 +31,19 @@ MIX_PATTERN = (0.9, 0.6, 0.9, 0.3)
 JITTER = [0.0]  # as vs_vllm.py: request i draws MIX_PATTERN[i % 4]
 
 
-def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int) -> float:
+# a prefill token: the 7B shape's ~14 GFLOP at ~700 TFLOP/s (an assumption, not fitted:
+# session 18's trace timed pure-decode steps only)
+PREFILL_TOKEN_MS = 0.02
+
+
+def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
+                 other_tokens: int = 0) -> float:
     """Robust least-squares fit over the 4057 decode steps of session 18's call-1 H100 trace
     (BASS default, 4x1024 draft, alpha 0.3 and the mix, batch 1-256, drafter graphs;
     `session18/traces_call1.tgz`; median abs. residual 0.5 ms): a plain step is 5.68 ms +
     0.049 ms per request; drafting at all adds 0.55 ms + 0.006 ms per request (the first
     pass), each draft step 0.17 + 0.0036 ms per request, each verified draft token 0.0072 ms."""
-    ms = 5.68 + 0.049 * batch + 0.0072 * verify_tokens
+    ms = 5.68 + 0.049 * batch + 0.0072 * verify_tokens + PREFILL_TOKEN_MS * other_tokens
     if draft_steps:
         ms += 0.55 + 0.006 * batch + draft_steps * (0.17 + 0.0036 * batch)
     return ms
@@ -59,7 +65,7 @@ def scheduler(batch: int, policy: str, k: int, auto_off: bool, async_scheduling:
 def run_batch(sched, alphas: list[float], max_tokens: int, seed: int) -> dict:
     """Virtual wall time (ms) until every request of the closed batch finished."""
     import vllm_bass.scheduler as module
-    from tests.test_scheduler import _add, _drafts, _output
+    from tests.test_scheduler import _add, _drafts
 
     rng = random.Random(seed)
     clock = [0.0]
@@ -80,11 +86,12 @@ def run_batch(sched, alphas: list[float], max_tokens: int, seed: int) -> dict:
             accepted[rid] = n
             verify += len(drafts)
         drafted = sched.bass_draft_steps_run(out.num_spec_tokens_to_schedule, verify)
-        clock[0] += (h100_step_ms(len(out.num_scheduled_tokens), drafted, verify)
+        n = len(out.num_scheduled_tokens)
+        clock[0] += (h100_step_ms(n, drafted, verify, out.total_num_scheduled_tokens - n - verify)
                      * rng.uniform(1 - JITTER[0], 1 + JITTER[0]))
         steps[0] += 1
         verified_total[0] += verify
-        return _output(out, accepted)
+        return runner_output(sched, out, accepted)
 
     try:
         for rid in alpha_of:
@@ -104,6 +111,82 @@ def run_batch(sched, alphas: list[float], max_tokens: int, seed: int) -> dict:
     finally:
         module.time = real_time
     return {"ms": clock[0], "steps": steps[0], "verified": verified_total[0]}
+
+
+def runner_output(sched, out, accepted: dict[str, int]):
+    """The runner's output for `out`: per request 1 + accepted tokens, none for a prefill
+    chunk that does not reach the prompt's end (chunked prefill of long prompts)."""
+    from tests.test_scheduler import _output
+
+    computed = {r.req_id: r.num_computed_tokens for r in out.scheduled_new_reqs}
+    cached = out.scheduled_cached_reqs
+    computed.update(zip(cached.req_ids, cached.num_computed_tokens))
+    result = _output(out, accepted)
+    for i, rid in enumerate(result.req_ids):
+        request = sched.requests.get(rid)
+        if request is not None and (computed.get(rid, 0) + out.num_scheduled_tokens[rid]
+                                    < request.num_prompt_tokens):
+            result.sampled_token_ids[i] = []
+    return result
+
+
+def run_continuous(sched, alphas: list[float], max_tokens: int, concurrency: int,
+                   seed: int, prompt_len: int = 128) -> dict:
+    """`vs_vllm.py --workload continuous` on the simulated H100: the requests of `alphas`
+    (in order) with `concurrency` kept in flight, a finished request replaced before the
+    next step; tokens per virtual ms until the last request is submitted (the tail after
+    it is not counted, as there)."""
+    import vllm_bass.scheduler as module
+    from tests.test_scheduler import _add, _drafts
+
+    rng = random.Random(seed)
+    clock = [0.0]
+    real_time = module.time
+    module.time = type("VirtualTime", (), {"perf_counter": staticmethod(lambda: clock[0] / 1e3)})
+    alpha_of = {f"c{seed}r{i}": a for i, a in enumerate(alphas)}
+    queue = list(alpha_of)
+    finished_tokens, window, steps = [0], None, [0]
+
+    def execute(out):
+        accepted, verify = {}, 0
+        for rid, drafts in out.scheduled_spec_decode_tokens.items():
+            n = 0
+            while n < len(drafts) and rng.random() < alpha_of[rid]:
+                n += 1
+            accepted[rid] = n
+            verify += len(drafts)
+        drafted = sched.bass_draft_steps_run(out.num_spec_tokens_to_schedule, verify)
+        n = len(out.num_scheduled_tokens)
+        clock[0] += (h100_step_ms(n, drafted, verify, out.total_num_scheduled_tokens - n - verify)
+                     * rng.uniform(1 - JITTER[0], 1 + JITTER[0]))
+        steps[0] += 1
+        return runner_output(sched, out, accepted)
+
+    def tokens_so_far() -> int:
+        return finished_tokens[0] + sum(r.num_output_tokens for r in sched.requests.values())
+
+    try:
+        pending = []
+        while sched.requests or pending or queue:
+            while queue and len(sched.requests) < concurrency:
+                _add(sched, queue.pop(0), prompt_len=prompt_len, max_tokens=max_tokens)
+            if not queue and window is None:
+                window = (clock[0], tokens_so_far())
+            if sched.requests:
+                pending.append(sched.schedule())
+            if sched.bass_async and len(pending) < 2 and sched.requests:
+                continue
+            done = pending.pop(0)
+            before = set(sched.requests)
+            sched.update_from_output(done, execute(done))
+            finished_tokens[0] += max_tokens * len(before - set(sched.requests))
+            if not sched.bass_async:
+                sched.update_draft_token_ids(_drafts(sched, done))
+            if steps[0] > 20 * max_tokens * len(alphas):
+                raise RuntimeError("no progress")
+    finally:
+        module.time = real_time
+    return {"tokens_per_ms": window[1] / window[0], "steps": steps[0]}
 
 
 def alphas_for(acceptance: str, batch: int) -> list[float]:

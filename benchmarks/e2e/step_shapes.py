@@ -23,7 +23,10 @@ def step_shapes(csv_path: Path) -> list[dict]:
     """(batch, draft_steps, verify tokens per request) -> count, median and p20 ms."""
     groups: dict[tuple, list[float]] = collections.defaultdict(list)
     for line in csv_path.read_text().splitlines():
-        _end, batch, draft_steps, verify, ms = line.split(",")
+        # session 25 added other_tokens (prefill tokens); pure-decode steps only here
+        _end, batch, draft_steps, verify, ms, *other = line.split(",")
+        if other and int(other[0]):
+            continue
         batch = int(batch)
         groups[(batch, int(draft_steps), round(int(verify) / max(1, batch), 1))].append(
             float(ms))

@@ -257,3 +257,25 @@ def test_per_request_share_follows_the_plain_step_across_batch_sizes():
     for batch in (16, 64, 256):
         assert est.per_request_share(batch) == pytest.approx(
             0.05 * batch / (5.0 + 0.05 * batch), abs=0.03)
+
+
+def test_steps_with_prefill_tokens_give_the_decode_law():
+    """A server's steps mostly carry a new request's prefill (continuous batching): the
+    prefill tokens are a term of their own, so the drafting costs come out right from such
+    steps, and a step with a big prefill is neither a stall nor a draft cost."""
+    rng = random.Random(3)
+    a, e, b, c, d = 0.008, 0.0009, 0.0004, 0.00001, 0.00002  # d: one prefill token
+    est = StepCostEstimator(forget=0.995)
+    for i in range(400):
+        k = 0 if i % 10 == 0 else rng.choice([1, 2, 3, 5])
+        tokens = rng.randint(k, 32 * k)  # ragged: some requests draft less
+        other = rng.choice([0, 0, 127, 254, 1500])
+        seconds = a + c * tokens + d * other + ((e + b * k) if k else 0.0)
+        est.observe(32, k, tokens, seconds * rng.uniform(0.98, 1.02), other)
+    model = est.model_for(32)
+    assert model.per_draft_step == pytest.approx(b / a, rel=0.2)
+    assert model.per_verify_token == pytest.approx(c / a, rel=0.3)
+    for k in (1, 3, 5):
+        assert model.time_for(k, 32 * k) == pytest.approx(
+            (a + e + b * k + c * 32 * k) / a, rel=0.03)
+    assert est.outliers == 0

@@ -1,11 +1,14 @@
 """Measured step costs for the draft-length policies.
 
 The scheduler (one process, so every tensor-parallel rank gets the same numbers) times each
-engine step of pure decoding and fits, per batch-size bucket, the wall time
-    T ~ a + e * drafted + b * draft_steps + c * verify_tokens
+engine step and fits, per batch-size bucket, the wall time
+    T ~ a + e * drafted + b * draft_steps + c * verify_tokens + d * other_tokens
 (a: a plain decode step -- what an off-step costs, since off-steps skip the draft model; e:
 the draft's first pass over the step's new tokens, paid only when it drafts; b: one
-autoregressive draft step of the batch; c: one more verified token) by exponentially
+autoregressive draft step of the batch; c: one more verified token; d: one token of a
+prefill in the same step, which the plan does not choose but a server's steps mostly
+carry: timing pure-decode steps only left the prior's costs in force under continuous
+batching, where a request arrives nearly every step) by exponentially
 weighted non-negative least squares over the last WINDOW steps, shrunk toward a prior shape
 so few or collinear samples still give a sane model. One-time stalls (JIT compiles for a new
 shape, lazily captured graphs, GC pauses: 10-100x a step, often several among the first
@@ -73,6 +76,9 @@ HUBER_MIN_SCALE = 0.01
 PER_REQUEST_SLOPE_PRIOR = 0.0086
 PRIOR_COSTS = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.01,
                             draft_pass=0.05)
+# A prefill token in units of a plain step, before the fit: a 7B target's forward is ~14
+# GFLOP a token, ~0.02-0.03 ms on an H100 against a ~6 ms plain step
+PRIOR_OTHER_TOKEN = 0.004
 
 
 def batch_bucket(batch: int) -> int:
@@ -95,11 +101,13 @@ class _Fit:
 
 
 def stall_mask(xs: np.ndarray, ys: np.ndarray, prior_shape: np.ndarray, ridge_fit) -> np.ndarray:
-    """True for the steps to keep. Shape = (draft steps, verified anything). Within a shape a
+    """True for the steps to keep. Shape = (draft steps, verified anything, other tokens to
+    a power of two). Within a shape a
     stall is far above the shape's fastest step; a shape seen at most FEW_STEPS times is
     judged against the model of the more frequent shapes (the prior's shape scaled to the
     fastest step if there are none): a stall may hit one shape more than once."""
-    keys = xs[:, 2] * 2 + (xs[:, 3] > 0)
+    other = np.where(xs[:, 4] > 0, np.floor(np.log2(np.maximum(xs[:, 4], 1.0))) + 1.0, 0.0)
+    keys = (other * 64 + xs[:, 2]) * 2 + (xs[:, 3] > 0)
     uniq, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
     fastest = np.full(len(uniq), np.inf)
     np.minimum.at(fastest, inverse, ys)
@@ -191,12 +199,16 @@ class StepCostEstimator:
         self._observed = 0
         self._share_line: tuple[int, float, float] | None = None  # (at _observed, a0, c)
 
-    def observe(self, batch: int, draft_steps: int, verify_tokens: int, seconds: float) -> None:
+    def observe(self, batch: int, draft_steps: int, verify_tokens: int, seconds: float,
+                other_tokens: int = 0) -> None:
+        """One step of `batch` requests: `other_tokens` are the scheduled tokens besides each
+        request's one and its verified drafts (prefill chunks of new or resumed requests)."""
         if batch <= 0 or seconds <= 0 or not math.isfinite(seconds):
             return
         fit = self.fits.setdefault(batch_bucket(batch), _Fit())
         drafted = 1.0 if draft_steps > 0 else 0.0
-        fit.steps.append((1.0, drafted, float(draft_steps), float(verify_tokens), seconds))
+        fit.steps.append((1.0, drafted, float(draft_steps), float(verify_tokens),
+                          float(max(other_tokens, 0)), seconds))
         fit.off_weight = fit.off_weight * self.forget + (1.0 - drafted)
         fit.draft_weight = fit.draft_weight * self.forget + drafted
         fit.draft_steps_sum = fit.draft_steps_sum * self.forget + drafted * draft_steps
@@ -221,7 +233,8 @@ class StepCostEstimator:
                              draft_pass=max(float(theta[1] / a), 0.0))
 
     def _theta(self, fit: _Fit) -> np.ndarray:
-        """Absolute costs (seconds) [base, draft_pass, per_draft_step, per_verify_token].
+        """Absolute costs (seconds) [base, draft_pass, per_draft_step, per_verify_token,
+        per_other_token].
         Re-solved after every RESOLVE_EVERY observations (and until min_weight is reached),
         not every step: the scheduler asks every step, a solve costs ~1 ms of host time on a
         2-core CPU (benchmarks/results/replay_cost_fit_new.md),
@@ -236,11 +249,12 @@ class StepCostEstimator:
         """Exponentially weighted ridge least squares over the window's steps minus the
         stalls, pulled toward the prior's shape scaled to the steps' mean time."""
         p = self.prior
-        shape = np.array([p.base, p.draft_pass, p.per_draft_step, p.per_verify_token])
+        shape = np.array([p.base, p.draft_pass, p.per_draft_step, p.per_verify_token,
+                          PRIOR_OTHER_TOKEN * p.base])
         data = np.array(fit.steps)
-        xs, ys = data[:, :4], data[:, 4]
+        xs, ys = data[:, :5], data[:, 5]
         w = self.forget ** np.arange(len(ys) - 1, -1, -1, dtype=np.float64)
-        ridge = self.prior_strength * np.eye(4)
+        ridge = self.prior_strength * np.eye(5)
 
         def ridge_fit(mask: np.ndarray, robust: np.ndarray | None = None) -> np.ndarray:
             xm, ym, wm = xs[mask], ys[mask], w[mask]

@@ -1,5 +1,5 @@
-"""What kind of engine step a scheduler output describes (the scheduler times pure-decode
-steps; the runner skips the draft pass only in them)."""
+"""What kind of engine step a scheduler output describes (the runner skips the draft pass
+only in pure-decode steps)."""
 
 from __future__ import annotations
 
