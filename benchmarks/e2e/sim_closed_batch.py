@@ -62,7 +62,8 @@ def scheduler(batch: int, policy: str, k: int, auto_off: bool, async_scheduling:
     return sched
 
 
-def run_batch(sched, alphas: list[float], max_tokens: int, seed: int) -> dict:
+def run_batch(sched, alphas: list[float], max_tokens: int, seed: int,
+              prompt_len: int = 8) -> dict:
     """Virtual wall time (ms) until every request of the closed batch finished."""
     import vllm_bass.scheduler as module
     from tests.test_scheduler import _add, _drafts
@@ -95,7 +96,7 @@ def run_batch(sched, alphas: list[float], max_tokens: int, seed: int) -> dict:
 
     try:
         for rid in alpha_of:
-            _add(sched, rid, prompt_len=8, max_tokens=max_tokens)
+            _add(sched, rid, prompt_len=prompt_len, max_tokens=max_tokens)
         pending = []  # the engine core's order: async keeps one step in flight
         while sched.requests or pending:
             if sched.requests:
@@ -206,6 +207,8 @@ def main() -> None:
     ap.add_argument("--warm-batches", type=int, default=1,
                     help="closed batches run first on the same scheduler (cost fit, pool)")
     ap.add_argument("--jitter", type=float, default=0.0)
+    ap.add_argument("--prompt-len", type=int, default=8,
+                    help="prompt tokens (their prefill costs PREFILL_TOKEN_MS a token)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     JITTER[0] = args.jitter
@@ -222,8 +225,10 @@ def main() -> None:
                 for seed in range(args.seeds):
                     sched = scheduler(batch, policy, k, auto_off, not args.sync, 512)
                     for w in range(args.warm_batches):
-                        run_batch(sched, alphas, args.max_tokens, 1000 + 17 * seed + w)
-                    times.append(run_batch(sched, alphas, args.max_tokens, seed)["ms"])
+                        run_batch(sched, alphas, args.max_tokens, 1000 + 17 * seed + w,
+                                  args.prompt_len)
+                    times.append(run_batch(sched, alphas, args.max_tokens, seed,
+                                           args.prompt_len)["ms"])
                 row[name] = plain / statistics.mean(times)
             rows.append(row)
             print(f"{acceptance:>4} b{batch:<4} " + " ".join(
