@@ -20,6 +20,7 @@
 #                                       # then the draft-fault tests
 #   [LOAD_SECONDS=180] bash scripts/gpu_bench.sh load7b  # issue 14 at the 7B shape (dummy
 #                                       # pair, synthetic acceptance), then the draft faults
+#   [FAULT_TIMEOUT=400] bash scripts/gpu_bench.sh faults  # issue 14: the draft-fault tests
 #   [TB_ARGS=...] bash scripts/gpu_bench.sh timebudget  # issue 18 on the GPU (carry .humaneval:
 #                                       # bash scripts/make_humaneval_carry.sh builds it)
 #   bash scripts/gpu_bench.sh plan_ab   # session 21: per_request vs fixed K=2 / 3 in BASS's
@@ -213,6 +214,15 @@ case "${1:-}" in
     fi
     gzip -f "$W/pyspy.txt"
     pack pyspy ;;
+  faults)  # session 25, issue 14: the draft-fault engine and server tests alone (the
+    # server test starts a reference engine and a server: > 190 s after the engine tests)
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    timeout "${FAULT_TIMEOUT:-400}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider \
+      tests/test_engine_draft_faults.py tests/test_server_draft_faults.py 2>&1 \
+      | tee "$W/gpu_tests_faults.txt"
+    pkill -9 -f "[v]llm.entrypoints" || true
+    cp "$W"/gpu_tests_*.txt "$OUT/" 2>/dev/null
+    pack faults ;;
   load)  # session 12, issue 14: the server under 64 concurrent clients for LOAD_SECONDS
     # (greedy = plain, seeded = itself, disconnects), then the draft-fault engine and
     # server tests
