@@ -5,7 +5,9 @@ configs never share state (vLLM 0.27.1's LLM has no shutdown), and a crash surfa
 child's log. Used by the tests, the demo and the end-to-end benchmarks:
 `run_engine(engine_kwargs, jobs)`; a job is {"prompts": [...], "sampling": {SamplingParams
 kwargs}}, optionally with "per_prompt_seed" (prompt i gets seed per_prompt_seed + i) or
-"per_prompt" (a list of SamplingParams kwargs per prompt, each updating "sampling").
+"per_prompt" (a list of SamplingParams kwargs per prompt, each updating "sampling"), or
+"concurrency": n (a server's continuous batching: the prompts submitted in order with n in
+flight, a finished request replaced before the next step, instead of one `generate`).
 """
 
 from __future__ import annotations
@@ -111,7 +113,10 @@ def _child(spec_path: str, out_path: str) -> None:
         else:
             params = SamplingParams(**sampling)
         start = time.perf_counter()
-        outs = llm.generate(job["prompts"], params, use_tqdm=False)
+        if job.get("concurrency"):
+            outs = _stream(llm, job["prompts"], params, int(job["concurrency"]))
+        else:
+            outs = llm.generate(job["prompts"], params, use_tqdm=False)
         elapsed = time.perf_counter() - start
         result = {
             "token_ids": [[list(c.token_ids) for c in o.outputs] for o in outs],
@@ -129,6 +134,27 @@ def _child(spec_path: str, out_path: str) -> None:
     if spec.get("worker_rpc"):
         out["worker_rpc"] = {name: llm.collective_rpc(name) for name in spec["worker_rpc"]}
     Path(out_path).write_text(json.dumps(out))
+
+
+def _stream(llm, prompts: list, params, concurrency: int) -> list:
+    """The prompts' final outputs, in order, served `concurrency` at a time: a finished
+    request is replaced before the next engine step, so requests join running ones."""
+    engine = llm.llm_engine
+    pending = list(enumerate(prompts))
+    done: dict[int, object] = {}
+    in_flight = 0
+    while pending or engine.has_unfinished_requests():
+        while pending and in_flight < concurrency:
+            i, prompt = pending.pop(0)
+            sp = params[i] if isinstance(params, list) else params
+            engine.add_request(f"stream{i}", prompt, sp)
+            in_flight += 1
+        for out in engine.step():
+            if out.finished:
+                # vLLM may append a random suffix ("-xxxxxxxx") to the id
+                done[int(out.request_id.split("-")[0][len("stream"):])] = out
+                in_flight -= 1
+    return [done[i] for i in range(len(prompts))]
 
 
 def _tree_rss() -> int:

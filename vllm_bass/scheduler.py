@@ -157,6 +157,7 @@ class BassScheduler(Scheduler):
         self._bass_schedule_steps = 0
         self._bass_wave_start = 0
         self._bass_last_join: int | None = None
+        self._bass_closed: bool | None = None  # the last plan's call (None: no such call)
         self.bass_costs = StepCostEstimator()
         # vLLM's largest CUDA-graph size; each step's budget: step_token_budget
         self.bass_token_budget = verification_token_budget(self.vllm_config)
@@ -166,8 +167,9 @@ class BassScheduler(Scheduler):
         # the cost model is fitted to; other_tokens: prefill tokens in the step).
         trace = envs.get("VLLM_BASS_STEP_TRACE")
         self._bass_trace = open(trace, "a", buffering=1) if trace else None
-        # ... and FILE.plans: per planned step the cost model and each sequence's
-        # acceptance estimate and draft length (first PLAN_TRACE_STEPS steps)
+        # ... and FILE.plans: per planned step the cost model, each sequence's acceptance
+        # estimate and draft length, and whether the batch was planned as closed (first
+        # PLAN_TRACE_STEPS steps)
         self._bass_plan_trace = open(trace + ".plans", "a", buffering=1) if trace else None
         self._bass_plans_left = PLAN_TRACE_STEPS
 
@@ -229,7 +231,7 @@ class BassScheduler(Scheduler):
             # minimises the time until then (`closed_batch_cap`); with requests waiting or
             # arriving, one that finishes early admits the next, and every token counts alike
             requests = self.requests
-            closed = self.is_closed_batch()
+            closed = self._bass_closed = self.is_closed_batch()
             policy.remaining = {
                 r: requests[r].max_tokens - requests[r].num_output_tokens
                 for r in req_ids if r in requests} if closed else None
@@ -258,7 +260,8 @@ class BassScheduler(Scheduler):
                                                cost.per_draft_step, cost.per_verify_token],
             "alpha": None if estimates is None else [round(estimates.alpha(r), 3)
                                                      for r in req_ids],
-            "lengths": [plan.length_for(r) for r in req_ids], "probe": plan.probe}) + "\n")
+            "lengths": [plan.length_for(r) for r in req_ids], "probe": plan.probe,
+            "closed": self._bass_closed}) + "\n")
 
     def _bass_forget_finished(self) -> None:
         current = set(self.requests)

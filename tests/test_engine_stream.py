@@ -1,0 +1,39 @@
+"""A server's continuous batching in the real engine (`isolated_engine`'s "concurrency"
+jobs: a finished request replaced before the next step): requests that join running ones
+are planned for tokens per second, not as a closed batch (session 25: a closed-batch plan
+there drafted 1.3 tokens a request, H100), and their greedy answers stay the target's own.
+The plan trace (VLLM_BASS_STEP_TRACE) says how each step was planned."""
+
+import json
+
+import pytest
+
+from tests.harness import base_engine_kwargs, bass_spec, run_engine
+from tests.prompts import PROMPTS
+
+pytestmark = [pytest.mark.cpu, pytest.mark.gpu]
+
+GREEDY = {"temperature": 0.0, "max_tokens": 24, "ignore_eos": True}
+
+
+def test_a_stream_is_planned_open_and_stays_lossless(tmp_path, monkeypatch):
+    trace = tmp_path / "steps.csv"
+    monkeypatch.setenv("VLLM_BASS_STEP_TRACE", str(trace))
+    prompts = (PROMPTS * 3)[:12]
+    wave = {"prompts": prompts[:4], "sampling": GREEDY}
+    stream = {"prompts": prompts, "sampling": GREEDY, "concurrency": 3}
+    bass = run_engine(base_engine_kwargs(speculative_config=bass_spec()), [wave, stream])
+    monkeypatch.delenv("VLLM_BASS_STEP_TRACE")
+    plain = run_engine(base_engine_kwargs(), [{"prompts": prompts, "sampling": GREEDY}])
+    want = plain["results"][0]["token_ids"]
+    assert bass["results"][0]["token_ids"] == want[:4]
+    assert bass["results"][1]["token_ids"] == want
+    plans = [json.loads(line) for line in (tmp_path / "steps.csv.plans").read_text().splitlines()]
+    batched = [p for p in plans if p["batch"] >= 2]
+    # the wave: one generate() into an idle engine, nothing waiting: closed from its start
+    assert batched[0]["closed"] is True, batched[:3]
+    # the stream: once requests joined running ones, no plan is closed
+    first_open = next(i for i, p in enumerate(batched) if p["closed"] is False)
+    assert all(p["closed"] is False for p in batched[first_open:]), \
+        [p["closed"] for p in batched[first_open:]]
+    assert len(batched) - first_open >= 5, len(batched) - first_open
