@@ -53,6 +53,12 @@ pack() {  # the tables come back as files, everything else in one archive
   cp "$W"/*.md "$OUT"/ 2>/dev/null
   tar czf "$OUT/$1.tgz" -C "$W" .
 }
+draft_faults() {  # DEFAULT_TIMEOUT: issue 14's draft-fault engine and server tests
+  timeout "${FAULT_TIMEOUT:-$1}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider \
+    tests/test_engine_draft_faults.py tests/test_server_draft_faults.py 2>&1 \
+    | tee "$W/gpu_tests_faults.txt"
+  pkill -9 -f "[v]llm.entrypoints" || true
+}
 traced_ab() {  # NAME DEFAULT_TIMEOUT DEFAULT_SYSTEMS: an A/B of BASS systems (ORDER_SYSTEMS
   # overrides), alpha 0.5 / 0.7, batch 8 / 32, 4x1024, with step / plan / runner traces
   mkdir -p "$W/traces"
@@ -124,10 +130,7 @@ case "${1:-}" in
       tests/test_server_load_7b.py 2>&1 | tee "$W/gpu_tests_load7b.txt"
     pkill -9 -f "[v]llm.entrypoints" || true
     nvidia-smi --query-compute-apps=pid --format=csv,noheader | xargs -r kill -9
-    timeout "${FAULT_TIMEOUT:-170}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider \
-      tests/test_engine_draft_faults.py tests/test_server_draft_faults.py 2>&1 \
-      | tee "$W/gpu_tests_faults.txt"
-    pkill -9 -f "[v]llm.entrypoints" || true
+    draft_faults 170
     cp "$W"/gpu_tests_*.txt "$OUT/" 2>/dev/null
     pack load7b ;;
   plan_ab)  # session 21's next step: the per-request plan against fixed K in BASS's own
@@ -217,10 +220,7 @@ case "${1:-}" in
   faults)  # session 25, issue 14: the draft-fault engine and server tests alone (the
     # server test starts a reference engine and a server: > 190 s after the engine tests)
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
-    timeout "${FAULT_TIMEOUT:-400}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider \
-      tests/test_engine_draft_faults.py tests/test_server_draft_faults.py 2>&1 \
-      | tee "$W/gpu_tests_faults.txt"
-    pkill -9 -f "[v]llm.entrypoints" || true
+    draft_faults 400
     cp "$W"/gpu_tests_*.txt "$OUT/" 2>/dev/null
     pack faults ;;
   load)  # session 12, issue 14: the server under 64 concurrent clients for LOAD_SECONDS
@@ -230,10 +230,7 @@ case "${1:-}" in
     BASS_TEST_LOAD_SECONDS="${LOAD_SECONDS:-240}" timeout "${LOAD_TIMEOUT:-400}" \
       python3 -m pytest -m gpu -v -rs -s -p no:cacheprovider \
       tests/test_server_robustness.py 2>&1 | tee "$W/gpu_tests_load.txt"
-    timeout "${FAULT_TIMEOUT:-170}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider \
-      tests/test_engine_draft_faults.py tests/test_server_draft_faults.py 2>&1 \
-      | tee "$W/gpu_tests_faults.txt"
-    pkill -9 -f "[v]llm.entrypoints" || true
+    draft_faults 170
     # a server a timed-out test left behind holds GPU memory the next call needs (session 13)
     nvidia-smi --query-compute-apps=pid --format=csv,noheader | xargs -r kill -9
     cp "$W"/gpu_tests_*.txt "$OUT/" 2>/dev/null

@@ -62,56 +62,86 @@ def scheduler(batch: int, policy: str, k: int, auto_off: bool, async_scheduling:
     return sched
 
 
-def run_batch(sched, alphas: list[float], max_tokens: int, seed: int,
-              prompt_len: int = 8) -> dict:
-    """Virtual wall time (ms) until every request of the closed batch finished."""
-    import vllm_bass.scheduler as module
-    from tests.test_scheduler import _add, _drafts
+def system_scheduler(system: str, batch: int):
+    """`kN`: fixed K=N without auto-off (vLLM draft_model's shape of plan, not its host
+    costs); anything else: BASS's default policy (per_request, bound 16, auto-off); both
+    async, with vLLM's largest CUDA-graph size (512) as the verification budget."""
+    if system.startswith("k"):
+        return scheduler(batch, "fixed", int(system[1:]), False, True, 512)
+    return scheduler(batch, "per_request", 16, True, True, 512)
 
-    rng = random.Random(seed)
-    clock = [0.0]
-    real_time = module.time
-    module.time = type("VirtualTime", (), {"perf_counter": staticmethod(lambda: clock[0] / 1e3)})
-    # ids unique per batch, as the engine's are: a reused id would inherit the previous
-    # batch's per-request estimates (the scheduler forgets a request only once it is gone)
-    alpha_of = {f"b{seed}r{i}": a for i, a in enumerate(alphas)}
-    steps = [0]
-    verified_total = [0]
 
-    def execute(out):
+class SimulatedH100:
+    """The device under a scheduler: geometric acceptance per request (`alpha_of`), each
+    step's time from `h100_step_ms` with +-JITTER scatter on a virtual clock that the
+    scheduler's `time.perf_counter` reads while the simulation runs (`with`)."""
+
+    def __init__(self, sched, alpha_of: dict[str, float], seed: int):
+        self.sched, self.alpha_of = sched, alpha_of
+        self.rng = random.Random(seed)
+        self.ms, self.steps, self.verified = 0.0, 0, 0
+
+    def __enter__(self):
+        import vllm_bass.scheduler as module
+
+        self._module, self._real_time = module, module.time
+        module.time = type("VirtualTime", (), {
+            "perf_counter": staticmethod(lambda: self.ms / 1e3)})
+        return self
+
+    def __exit__(self, *exc):
+        self._module.time = self._real_time
+
+    def execute(self, out):
+        """Run one scheduled step: accept each request's drafts, advance the clock."""
         accepted, verify = {}, 0
         for rid, drafts in out.scheduled_spec_decode_tokens.items():
             n = 0
-            while n < len(drafts) and rng.random() < alpha_of[rid]:
+            while n < len(drafts) and self.rng.random() < self.alpha_of[rid]:
                 n += 1
             accepted[rid] = n
             verify += len(drafts)
-        drafted = sched.bass_draft_steps_run(out.num_spec_tokens_to_schedule, verify)
+        drafted = self.sched.bass_draft_steps_run(out.num_spec_tokens_to_schedule, verify)
         n = len(out.num_scheduled_tokens)
-        clock[0] += (h100_step_ms(n, drafted, verify, out.total_num_scheduled_tokens - n - verify)
-                     * rng.uniform(1 - JITTER[0], 1 + JITTER[0]))
-        steps[0] += 1
-        verified_total[0] += verify
-        return runner_output(sched, out, accepted)
+        self.ms += (h100_step_ms(n, drafted, verify, out.total_num_scheduled_tokens - n - verify)
+                    * self.rng.uniform(1 - JITTER[0], 1 + JITTER[0]))
+        self.steps += 1
+        self.verified += verify
+        return runner_output(self.sched, out, accepted)
 
-    try:
+    def step(self, pending: list) -> None:
+        """One engine-core iteration (async keeps one step in flight): schedule, and
+        execute and update the oldest scheduled step when its turn has come."""
+        from tests.test_scheduler import _drafts
+
+        sched = self.sched
+        if sched.requests:
+            pending.append(sched.schedule())
+        if not pending or (sched.bass_async and len(pending) < 2 and sched.requests):
+            return
+        done = pending.pop(0)
+        sched.update_from_output(done, self.execute(done))
+        if not sched.bass_async:
+            sched.update_draft_token_ids(_drafts(sched, done))
+
+
+def run_batch(sched, alphas: list[float], max_tokens: int, seed: int,
+              prompt_len: int = 8) -> dict:
+    """Virtual wall time (ms) until every request of the closed batch finished."""
+    from tests.test_scheduler import _add
+
+    # ids unique per batch, as the engine's are: a reused id would inherit the previous
+    # batch's per-request estimates (the scheduler forgets a request only once it is gone)
+    alpha_of = {f"b{seed}r{i}": a for i, a in enumerate(alphas)}
+    with SimulatedH100(sched, alpha_of, seed) as device:
         for rid in alpha_of:
             _add(sched, rid, prompt_len=prompt_len, max_tokens=max_tokens)
-        pending = []  # the engine core's order: async keeps one step in flight
+        pending: list = []
         while sched.requests or pending:
-            if sched.requests:
-                pending.append(sched.schedule())
-            if sched.bass_async and len(pending) < 2 and sched.requests:
-                continue
-            done = pending.pop(0)
-            sched.update_from_output(done, execute(done))
-            if not sched.bass_async:
-                sched.update_draft_token_ids(_drafts(sched, done))
-            if steps[0] > 20 * max_tokens:
+            device.step(pending)
+            if device.steps > 20 * max_tokens:
                 raise RuntimeError("no progress")
-    finally:
-        module.time = real_time
-    return {"ms": clock[0], "steps": steps[0], "verified": verified_total[0]}
+    return {"ms": device.ms, "steps": device.steps, "verified": device.verified}
 
 
 def runner_output(sched, out, accepted: dict[str, int]):
@@ -137,57 +167,25 @@ def run_continuous(sched, alphas: list[float], max_tokens: int, concurrency: int
     (in order) with `concurrency` kept in flight, a finished request replaced before the
     next step; tokens per virtual ms until the last request is submitted (the tail after
     it is not counted, as there)."""
-    import vllm_bass.scheduler as module
-    from tests.test_scheduler import _add, _drafts
+    from tests.test_scheduler import _add
 
-    rng = random.Random(seed)
-    clock = [0.0]
-    real_time = module.time
-    module.time = type("VirtualTime", (), {"perf_counter": staticmethod(lambda: clock[0] / 1e3)})
     alpha_of = {f"c{seed}r{i}": a for i, a in enumerate(alphas)}
     queue = list(alpha_of)
-    finished_tokens, window, steps = [0], None, [0]
-
-    def execute(out):
-        accepted, verify = {}, 0
-        for rid, drafts in out.scheduled_spec_decode_tokens.items():
-            n = 0
-            while n < len(drafts) and rng.random() < alpha_of[rid]:
-                n += 1
-            accepted[rid] = n
-            verify += len(drafts)
-        drafted = sched.bass_draft_steps_run(out.num_spec_tokens_to_schedule, verify)
-        n = len(out.num_scheduled_tokens)
-        clock[0] += (h100_step_ms(n, drafted, verify, out.total_num_scheduled_tokens - n - verify)
-                     * rng.uniform(1 - JITTER[0], 1 + JITTER[0]))
-        steps[0] += 1
-        return runner_output(sched, out, accepted)
-
-    def tokens_so_far() -> int:
-        return finished_tokens[0] + sum(r.num_output_tokens for r in sched.requests.values())
-
-    try:
-        pending = []
+    finished_tokens, window = 0, None
+    with SimulatedH100(sched, alpha_of, seed) as device:
+        pending: list = []
         while sched.requests or pending or queue:
             while queue and len(sched.requests) < concurrency:
                 _add(sched, queue.pop(0), prompt_len=prompt_len, max_tokens=max_tokens)
             if not queue and window is None:
-                window = (clock[0], tokens_so_far())
-            if sched.requests:
-                pending.append(sched.schedule())
-            if sched.bass_async and len(pending) < 2 and sched.requests:
-                continue
-            done = pending.pop(0)
+                running = sum(r.num_output_tokens for r in sched.requests.values())
+                window = (device.ms, finished_tokens + running)
             before = set(sched.requests)
-            sched.update_from_output(done, execute(done))
-            finished_tokens[0] += max_tokens * len(before - set(sched.requests))
-            if not sched.bass_async:
-                sched.update_draft_token_ids(_drafts(sched, done))
-            if steps[0] > 20 * max_tokens * len(alphas):
+            device.step(pending)
+            finished_tokens += max_tokens * len(before - set(sched.requests))
+            if device.steps > 20 * max_tokens * len(alphas):
                 raise RuntimeError("no progress")
-    finally:
-        module.time = real_time
-    return {"tokens_per_ms": window[1] / window[0], "steps": steps[0]}
+    return {"tokens_per_ms": window[1] / window[0], "steps": device.steps}
 
 
 def alphas_for(acceptance: str, batch: int) -> list[float]:

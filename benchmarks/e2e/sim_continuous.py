@@ -29,21 +29,15 @@ import sim_closed_batch as scb  # noqa: E402
 def speedup(system: str, acceptance: str, batch: int, seeds: int) -> float:
     """Token rate over plain decoding's (batch tokens a plain step), mean over seeds, each
     measured after one warm-up run on the same scheduler (cost fit, estimates)."""
-    alphas = scb.alphas_for(acceptance, scb_requests(batch))
+    alphas = scb.alphas_for(acceptance, 4 * batch)  # vs_vllm.CONTINUOUS_REQUESTS_PER_SLOT
     rates = []
     for seed in range(seeds):
-        if system.startswith("k"):
-            sched = scb.scheduler(batch, "fixed", int(system[1:]), False, True, 512)
-        else:
-            sched = scb.scheduler(batch, "per_request", 16, True, True, 512)
+        sched = scb.system_scheduler(system, batch)
+        if not system.startswith("k"):
             sched.bass_policy.closed_batch_plan = system != "bass_open_plan"
         scb.run_continuous(sched, alphas, 128, batch, 1000 + seed)
         rates.append(scb.run_continuous(sched, alphas, 128, batch, seed)["tokens_per_ms"])
     return statistics.mean(rates) / (batch / scb.h100_step_ms(batch, 0, 0))
-
-
-def scb_requests(batch: int) -> int:
-    return 4 * batch  # vs_vllm.CONTINUOUS_REQUESTS_PER_SLOT
 
 
 def main() -> None:

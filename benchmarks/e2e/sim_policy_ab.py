@@ -48,10 +48,8 @@ def makespan_ratio(variant: str, acceptance: str, batch: int, seeds: int) -> flo
     alphas = scb.alphas_for(acceptance, batch)
     times = []
     for seed in range(seeds):
-        if variant.startswith("k"):
-            sched = scb.scheduler(batch, "fixed", int(variant[1:]), False, True, 512)
-        else:
-            sched = scb.scheduler(batch, "per_request", 16, True, True, 512)
+        sched = scb.system_scheduler(variant, batch)
+        if not variant.startswith("k"):
             configure(variant, sched)
         scb.run_batch(sched, alphas, 128, 1000 + 17 * seed)  # warm: fits, pool
         times.append(scb.run_batch(sched, alphas, 128, seed)["ms"])
