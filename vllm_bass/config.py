@@ -138,7 +138,8 @@ class BassConfig:
     # elsewhere within +-2%. Off: on the H100 it lost 8-17% at 6 of 8 settings (8x1024,
     # alpha 0.6 and the mix, batch 8-128; session 14, docs/design.md).
     explore_draft_lengths: bool = False
-    # per_request: a closed batch (no request waits) takes the longest draft that minimises
+    # per_request: a closed batch (no request waits or joins running ones:
+    # `BassScheduler.is_closed_batch`) takes the longest draft that minimises
     # its expected remaining time (policy/per_request.py, closed_batch_cap) instead of the
     # one that maximises tokens per second; drafting at all stays the latter's call.
     # False: every batch plans for tokens per second (A/B measurements).

@@ -12,7 +12,8 @@ the optimum (length 0 when a draft token does not pay; all zeros turn the batch 
 probing step of length 1 after 16 consecutive off-steps, the interval doubling after each
 rejected probe (`auto_off.ProbeSchedule`).
 
-A closed batch (no request waits, so none takes a finished one's place) is done when its
+A closed batch (no request waits or arrives, so none takes a finished one's place; the
+scheduler decides, `BassScheduler.is_closed_batch`) is done when its
 slowest request is: there the longest draft is the one that minimises the batch's expected
 remaining time (`closed_batch_cap`), and the ragged lengths are chosen within it.
 """
@@ -83,7 +84,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self._last_speedup = 1.0
         self._undrafted: dict[str, int] = {}  # consecutive drafting steps a request sat out
         # tokens each request may still emit (max_tokens - output) while the batch is closed
-        # (no request waits); the scheduler sets it every step, None otherwise
+        # (`BassScheduler.is_closed_batch`); the scheduler sets it every step, None otherwise
         self.remaining: dict[str, int] | None = None
         # share of a step's time that grows with the batch (the scheduler sets it from the
         # cost fits, `StepCostEstimator.per_request_share`): how much a closed batch gains
