@@ -12,6 +12,7 @@ flight, a finished request replaced before the next step, instead of one `genera
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
@@ -136,24 +137,36 @@ def _child(spec_path: str, out_path: str) -> None:
     Path(out_path).write_text(json.dumps(out))
 
 
-def _stream(llm, prompts: list, params, concurrency: int) -> list:
-    """The prompts' final outputs, in order, served `concurrency` at a time: a finished
-    request is replaced before the next engine step, so requests join running ones."""
-    engine = llm.llm_engine
-    pending = list(enumerate(prompts))
-    done: dict[int, object] = {}
+def serve_continuously(engine, requests, concurrency: int, on_output,
+                       on_all_submitted=None) -> None:
+    """A server's continuous batching on an `LLMEngine`: `requests` ((id, prompt, params)
+    in order) submitted with `concurrency` in flight, a finished one replaced before the
+    next step, so requests join running ones. `on_output` sees every step's outputs;
+    `on_all_submitted()` is called right after the last submission."""
+    queue = collections.deque(requests)
     in_flight = 0
-    while pending or engine.has_unfinished_requests():
-        while pending and in_flight < concurrency:
-            i, prompt = pending.pop(0)
-            sp = params[i] if isinstance(params, list) else params
-            engine.add_request(f"stream{i}", prompt, sp)
+    while queue or engine.has_unfinished_requests():
+        while queue and in_flight < concurrency:
+            engine.add_request(*queue.popleft())
             in_flight += 1
+            if not queue and on_all_submitted is not None:
+                on_all_submitted()
         for out in engine.step():
-            if out.finished:
-                # vLLM may append a random suffix ("-xxxxxxxx") to the id
-                done[int(out.request_id.split("-")[0][len("stream"):])] = out
-                in_flight -= 1
+            in_flight -= bool(out.finished)
+            on_output(out)
+
+
+def _stream(llm, prompts: list, params, concurrency: int) -> list:
+    """The prompts' final outputs, in order, served by `serve_continuously`."""
+    done: dict[int, object] = {}
+
+    def keep(out):
+        if out.finished:  # vLLM may append a random suffix ("-xxxxxxxx") to the id
+            done[int(out.request_id.split("-")[0][len("stream"):])] = out
+
+    serve_continuously(llm.llm_engine, [
+        (f"stream{i}", prompt, params[i] if isinstance(params, list) else params)
+        for i, prompt in enumerate(prompts)], concurrency, keep)
     return [done[i] for i in range(len(prompts))]
 
 

@@ -306,25 +306,27 @@ def continuous_tokens_per_s(llm, prompts: list, params: list, concurrency: int) 
     a finished request is replaced at once (a server's continuous batching), so no batch
     waits for its slowest request, as a closed batch does. The window ends when the last
     request is submitted; the tail after it is not counted."""
-    engine = llm.llm_engine
-    queue = collections.deque(zip(prompts, params))
-    in_flight, tokens, seen = 0, 0, {}
+    from support.isolated_engine import serve_continuously
+
+    tokens, seen = 0, {}
     start = time.perf_counter()
-    window = None  # (seconds, tokens) when the queue emptied
-    while queue or engine.has_unfinished_requests():
-        while queue and in_flight < concurrency:
-            prompt, sp = queue.popleft()
-            engine.add_request(f"cont-{next(_continuous_ids)}", prompt, sp)
-            in_flight += 1
-        if not queue and window is None:
-            window = (time.perf_counter() - start, tokens)
-        for out in engine.step():
-            n = len(out.outputs[0].token_ids)
-            tokens += n - seen.get(out.request_id, 0)
-            seen[out.request_id] = n
-            if out.finished:
-                in_flight -= 1
-                seen.pop(out.request_id)
+    window = None  # (seconds, tokens) when the last request was submitted
+
+    def count(out):
+        nonlocal tokens
+        n = len(out.outputs[0].token_ids)
+        tokens += n - seen.get(out.request_id, 0)
+        seen[out.request_id] = n
+        if out.finished:
+            seen.pop(out.request_id)
+
+    def mark():
+        nonlocal window
+        window = (time.perf_counter() - start, tokens)
+
+    serve_continuously(llm.llm_engine, [
+        (f"cont-{next(_continuous_ids)}", prompt, sp) for prompt, sp in zip(prompts, params)],
+        concurrency, count, mark)
     if not window[1]:  # every request fit in flight at once: the whole run is the window
         window = (time.perf_counter() - start, tokens)
     return window[1] / window[0]
