@@ -157,7 +157,6 @@ class BassScheduler(Scheduler):
         self._bass_schedule_steps = 0
         self._bass_wave_start = 0
         self._bass_last_join: int | None = None
-        self._bass_closed: bool | None = None  # the last plan's call (None: no such call)
         self.bass_costs = StepCostEstimator()
         # vLLM's largest CUDA-graph size; each step's budget: step_token_budget
         self.bass_token_budget = verification_token_budget(self.vllm_config)
@@ -231,7 +230,7 @@ class BassScheduler(Scheduler):
             # minimises the time until then (`closed_batch_cap`); with requests waiting or
             # arriving, one that finishes early admits the next, and every token counts alike
             requests = self.requests
-            closed = self._bass_closed = self.is_closed_batch()
+            closed = self.is_closed_batch()
             policy.remaining = {
                 r: requests[r].max_tokens - requests[r].num_output_tokens
                 for r in req_ids if r in requests} if closed else None
@@ -261,7 +260,9 @@ class BassScheduler(Scheduler):
             "alpha": None if estimates is None else [round(estimates.alpha(r), 3)
                                                      for r in req_ids],
             "lengths": [plan.length_for(r) for r in req_ids], "probe": plan.probe,
-            "closed": self._bass_closed}) + "\n")
+            # the policy holds the remaining tokens only while it plans a closed batch
+            "closed": (policy.remaining is not None) if hasattr(policy, "remaining")
+            else None}) + "\n")
 
     def _bass_forget_finished(self) -> None:
         current = set(self.requests)
