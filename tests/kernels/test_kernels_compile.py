@@ -1,4 +1,4 @@
-"""The attention kernels compile for the H100 (sm_90) on a machine without a GPU.
+"""The attention, acceptance and keyed-sample kernels compile for the H100 (sm_90) on a machine without a GPU.
 
 The CPU tests run the kernels through Triton's interpreter, which does not type-check what
 the compiler does (constexpr specialisation of int arguments equal to 1, loop-carried types,
@@ -56,6 +56,35 @@ def compile_all() -> list[str]:
                 assert "ptx" in compiled.asm and ".entry" in compiled.asm["ptx"]
                 done.append(f"{kernel.fn.__name__} any_batch={any_batch} ones={bool(ones)}")
     done += compile_accept_and_emit()
+    done += compile_keyed_sample()
+    return done
+
+
+def compile_keyed_sample() -> list[str]:
+    """The seeded rows' keyed sample (uint32 hashing, float64 logs), float32 and bf16 logits."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from vllm_bass.kernels.keyed_sample import BLOCK_V
+    from vllm_bass.kernels.keyed_sample import _keyed_sample_kernel as kernel
+
+    done = []
+    for logits in ("*fp32", "*bf16"):
+        pointers = {"logits_ptr": logits, "seeds_ptr": "*i64", "positions_ptr": "*i64",
+                    "out_ptr": "*i64"}
+        signature, constexprs = {}, {}
+        for i, name in enumerate(kernel.arg_names):
+            if name == "BLOCK":
+                signature[name] = "constexpr"
+                constexprs[(i,)] = BLOCK_V
+            else:
+                signature[name] = pointers.get(name, "i32")
+        compiled = triton.compile(ASTSource(fn=kernel, signature=signature,
+                                            constexprs=constexprs),
+                                  target=GPUTarget("cuda", 90, 32), options=dict(num_warps=8))
+        assert "ptx" in compiled.asm and ".entry" in compiled.asm["ptx"]
+        done.append(f"keyed_sample logits={logits}")
     return done
 
 
@@ -95,7 +124,7 @@ def test_kernels_compile_for_sm90():
     run = subprocess.run([sys.executable, __file__], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert run.stdout.count("compiled") == 11, run.stdout
+    assert run.stdout.count("compiled") == 13, run.stdout
 
 
 if __name__ == "__main__":

@@ -1,0 +1,93 @@
+"""Seeded rows' position-keyed sample, argmax_v logits(v) + G(seed, t, v), in one launch.
+
+`vllm_bass.sampling.keyed` defines the noise (MurmurHash3 finalisers over (seed, position,
+v), Gumbel in float64) and samples with ~40 element-wise torch ops over rows x vocab, each a
+launch and a pass over memory: 1.7 ms a step on an H100 for even one seeded row at a 32k
+vocabulary, 38 ms for 1024 rows at 128k (session 26, `bench_keyed_sample.py`), against
+0.06-1.7 ms for vLLM's unseeded sampler. Here one program per row hashes, draws and reduces
+its vocabulary in registers: the same integers (uint32 arithmetic wraps where the torch
+path masks), the same float64 Gumbel, the first index of the maximum as torch.argmax takes.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from vllm_bass.sampling.keyed import keyed_sample_torch
+
+BLOCK_V = 2048
+
+
+@triton.jit
+def _fmix32(h):
+    h = h ^ (h >> 16)
+    h = h * 0x85EBCA6B
+    h = h ^ (h >> 13)
+    h = h * 0xC2B2AE35
+    return h ^ (h >> 16)
+
+
+@triton.jit
+def _keyed_sample_kernel(
+    logits_ptr,  # [rows, vocab] float, row stride below, unit column stride
+    logits_stride,
+    seeds_ptr,  # [rows] int64
+    positions_ptr,  # [rows] int64
+    out_ptr,  # [rows] int64
+    vocab,
+    BLOCK: tl.constexpr,
+):
+    row = tl.program_id(0)
+    seed = tl.load(seeds_ptr + row)
+    lo = (seed & 0xFFFFFFFF).to(tl.uint32)
+    hi = ((seed >> 32) & 0xFFFFFFFF).to(tl.uint32)
+    pos = (tl.load(positions_ptr + row) & 0xFFFFFFFF).to(tl.uint32)
+    a = _fmix32(lo ^ 0x9E3779B9)
+    a = _fmix32(a ^ hi)
+    a = _fmix32(a + pos * 0x632BE5AB)
+    b = _fmix32(a ^ 0x5BD1E995)
+    offs = tl.arange(0, BLOCK)
+    best = tl.full([BLOCK], float("-inf"), tl.float64)
+    best_idx = tl.full([BLOCK], 2147483647, tl.int32)
+    row_ptr = logits_ptr + row.to(tl.int64) * logits_stride
+    for start in range(0, vocab, BLOCK):
+        v = start + offs
+        inside = v < vocab
+        h = _fmix32((v.to(tl.uint32) * 0x9E3779B1) ^ a)
+        h = _fmix32(h ^ b)
+        u = (h.to(tl.float64) + 0.5) / 4294967296.0
+        g = -tl.log(-tl.log(u))
+        x = tl.load(row_ptr + v, mask=inside, other=float("-inf")).to(tl.float64) + g
+        # later tiles take a lane only when strictly larger: each lane keeps its first max
+        take = inside & ((x > best) | (best_idx == 2147483647))
+        best = tl.where(take, x, best)
+        best_idx = tl.where(take, v, best_idx)
+    top = tl.max(best, axis=0)
+    first = tl.min(tl.where(best == top, best_idx, 2147483647), axis=0)
+    tl.store(out_ptr + row, first.to(tl.int64))
+
+
+def keyed_sample_triton(logits: torch.Tensor, seeds: torch.Tensor,
+                        positions: torch.Tensor) -> torch.Tensor:
+    """[N] token ids as `keyed_sample_torch` draws them, for logits on a CUDA device (or
+    under TRITON_INTERPRET=1)."""
+    assert logits.dim() == 2 and logits.dtype in (torch.float32, torch.float16,
+                                                  torch.bfloat16), (logits.shape, logits.dtype)
+    rows, vocab = logits.shape
+    assert seeds.shape == (rows,) and positions.shape == (rows,), (seeds.shape, positions.shape)
+    assert 0 < vocab < 2 ** 31 - 1, vocab
+    out = torch.empty(rows, dtype=torch.int64, device=logits.device)
+    if rows == 0:
+        return out
+    if logits.stride(1) != 1:
+        logits = logits.contiguous()
+    seeds = seeds.to(device=logits.device, dtype=torch.int64)
+    positions = positions.to(device=logits.device, dtype=torch.int64)
+    _keyed_sample_kernel[(rows,)](logits, logits.stride(0), seeds, positions, out, vocab,
+                                  BLOCK=BLOCK_V, num_warps=8)
+    return out
+
+
+keyed_sample_ref = keyed_sample_torch
