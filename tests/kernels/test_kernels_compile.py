@@ -60,40 +60,41 @@ def compile_all() -> list[str]:
     return done
 
 
-def compile_keyed_sample() -> list[str]:
-    """The seeded rows' keyed sample (uint32 hashing, float64 logs), float32 and bf16 logits."""
+def _compile_sm90(kernel, fixed: dict, pointers: dict, num_warps: int) -> None:
+    """Compile `kernel` to PTX for sm_90: `fixed` names its constexprs, `pointers` its pointer
+    types; every other argument an i32."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    signature, constexprs = {}, {}
+    for i, name in enumerate(kernel.arg_names):
+        if name in fixed:
+            signature[name] = "constexpr"
+            constexprs[(i,)] = fixed[name]
+        else:
+            signature[name] = pointers.get(name, "i32")
+    compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constexprs),
+                              target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps))
+    assert "ptx" in compiled.asm and ".entry" in compiled.asm["ptx"]
+
+
+def compile_keyed_sample() -> list[str]:
+    """The seeded rows' keyed sample (uint32 hashing, float64 logs), float32 and bf16 logits."""
     from vllm_bass.kernels.keyed_sample import BLOCK_V
     from vllm_bass.kernels.keyed_sample import _keyed_sample_kernel as kernel
 
     done = []
     for logits in ("*fp32", "*bf16"):
-        pointers = {"logits_ptr": logits, "seeds_ptr": "*i64", "positions_ptr": "*i64",
-                    "out_ptr": "*i64"}
-        signature, constexprs = {}, {}
-        for i, name in enumerate(kernel.arg_names):
-            if name == "BLOCK":
-                signature[name] = "constexpr"
-                constexprs[(i,)] = BLOCK_V
-            else:
-                signature[name] = pointers.get(name, "i32")
-        compiled = triton.compile(ASTSource(fn=kernel, signature=signature,
-                                            constexprs=constexprs),
-                                  target=GPUTarget("cuda", 90, 32), options=dict(num_warps=8))
-        assert "ptx" in compiled.asm and ".entry" in compiled.asm["ptx"]
+        _compile_sm90(kernel, {"BLOCK": BLOCK_V},
+                      {"logits_ptr": logits, "seeds_ptr": "*i64", "positions_ptr": "*i64",
+                       "out_ptr": "*i64"}, num_warps=8)
         done.append(f"keyed_sample logits={logits}")
     return done
 
 
 def compile_accept_and_emit() -> list[str]:
     """The three acceptance rules of `accept_and_emit`, with the engine's dtypes."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     from vllm_bass.kernels.accept_and_emit import _accept_and_emit_kernel as kernel
 
     pointers = {"draft_ptr": "*i32", "recovered_ptr": "*i64", "accept_ptr": "*i1",
@@ -101,18 +102,8 @@ def compile_accept_and_emit() -> list[str]:
                 "counts_ptr": "*i64", "bonus_ptr": "*i32", "out_ptr": "*i32"}
     done = []
     for has_accept, has_rates in ((False, False), (False, True), (True, False)):
-        fixed = {"HAS_ACCEPT": has_accept, "HAS_RATES": has_rates, "BLOCK": 32}
-        signature, constexprs = {}, {}
-        for i, name in enumerate(kernel.arg_names):
-            if name in fixed:
-                signature[name] = "constexpr"
-                constexprs[(i,)] = fixed[name]
-            else:
-                signature[name] = pointers.get(name, "i32")
-        compiled = triton.compile(ASTSource(fn=kernel, signature=signature,
-                                            constexprs=constexprs),
-                                  target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
-        assert "ptx" in compiled.asm and ".entry" in compiled.asm["ptx"]
+        _compile_sm90(kernel, {"HAS_ACCEPT": has_accept, "HAS_RATES": has_rates, "BLOCK": 32},
+                      pointers, num_warps=4)
         done.append(f"accept_and_emit accept={has_accept} rates={has_rates}")
     return done
 
