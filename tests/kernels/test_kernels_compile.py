@@ -80,17 +80,22 @@ def _compile_sm90(kernel, fixed: dict, pointers: dict, num_warps: int) -> None:
 
 
 def compile_keyed_sample() -> list[str]:
-    """The seeded rows' keyed sample (uint32 hashing, float64 logs), float32 and bf16 logits."""
-    from vllm_bass.kernels.keyed_sample import BLOCK_V
+    """The seeded rows' keyed sample (uint32 hashing, float64 logs), float32 and bf16 logits,
+    whole rows and split vocabularies, and the pick among a row's stretches."""
+    from vllm_bass.kernels.keyed_sample import BLOCK_V, _keyed_pick_kernel
     from vllm_bass.kernels.keyed_sample import _keyed_sample_kernel as kernel
 
     done = []
     for logits in ("*fp32", "*bf16"):
-        _compile_sm90(kernel, {"BLOCK": BLOCK_V},
-                      {"logits_ptr": logits, "seeds_ptr": "*i64", "positions_ptr": "*i64",
-                       "out_ptr": "*i64"}, num_warps=8)
-        done.append(f"keyed_sample logits={logits}")
-    return done
+        for split in (False, True):
+            _compile_sm90(kernel, {"BLOCK": BLOCK_V, "SPLIT": split},
+                          {"logits_ptr": logits, "seeds_ptr": "*i64", "positions_ptr": "*i64",
+                           "out_ptr": "*i64", "best_ptr": "*fp64"}, num_warps=8)
+            done.append(f"keyed_sample logits={logits} split={split}")
+    _compile_sm90(_keyed_pick_kernel, {"BLOCK": 64},
+                  {"part_idx_ptr": "*i64", "part_best_ptr": "*fp64", "out_ptr": "*i64"},
+                  num_warps=1)
+    return done + ["keyed_pick"]
 
 
 def compile_accept_and_emit() -> list[str]:
@@ -115,7 +120,7 @@ def test_kernels_compile_for_sm90():
     run = subprocess.run([sys.executable, __file__], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert run.stdout.count("compiled") == 13, run.stdout
+    assert run.stdout.count("compiled") == 16, run.stdout
 
 
 if __name__ == "__main__":

@@ -9,7 +9,12 @@ import pytest
 import torch
 
 from tests.kernels.bass_kernel_testutils import DEVICES, HAS_CUDA
-from vllm_bass.kernels.keyed_sample import BLOCK_V, keyed_sample_ref, keyed_sample_triton
+from vllm_bass.kernels.keyed_sample import (
+    BLOCK_V,
+    keyed_sample_ref,
+    keyed_sample_triton,
+    num_vocab_chunks,
+)
 from vllm_bass.sampling.keyed import keyed_sample, signed_seed
 
 
@@ -24,7 +29,8 @@ def _case(rows, vocab, dtype, g):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("rows,vocab", [(1, 1), (3, 7), (5, BLOCK_V - 1), (2, BLOCK_V),
-                                        (4, BLOCK_V + 1), (6, 5003)])
+                                        (4, BLOCK_V + 1), (6, 5003), (1, 4 * BLOCK_V + 5),
+                                        (9, 3 * BLOCK_V)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_kernel_draws_the_reference_tokens(device, rows, vocab, dtype):
     g = torch.Generator().manual_seed(rows * 7919 + vocab)
@@ -49,6 +55,28 @@ def test_filtered_tokens_strided_rows_and_no_rows(device):
     assert got[4] == 2999 and (got % 3 != 1).all()
     none = keyed_sample_triton(view[:0], seeds[:0], positions[:0])
     assert none.shape == (0,) and none.dtype == torch.int64
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_winner_in_any_stretch_of_a_split_row(device):
+    """One finite token, placed in each stretch in turn (first, inner, the last partial
+    one): the split path must return it; ties at -inf elsewhere never win."""
+    vocab = 4 * BLOCK_V + 5
+    assert num_vocab_chunks(1, vocab, programs=8) == 5  # the interpreter's split
+    for token in (0, BLOCK_V - 1, BLOCK_V, 3 * BLOCK_V + 7, vocab - 1):
+        logits = torch.full((1, vocab), float("-inf"))
+        logits[0, token] = 0.0
+        got = keyed_sample_triton(logits.to(device), torch.tensor([5]), torch.tensor([9]))
+        assert got.item() == token
+
+
+@pytest.mark.cpu
+def test_vocab_split_fills_the_grid_and_no_more():
+    assert num_vocab_chunks(1, 128256, programs=264) == 63  # a stretch is at least a tile
+    assert num_vocab_chunks(8, 128256, programs=264) == 33
+    assert num_vocab_chunks(64, 32000, programs=264) == 5
+    assert num_vocab_chunks(300, 32000, programs=264) == 1
+    assert num_vocab_chunks(1, 10 ** 6, programs=264) == 64  # the pick kernel's width
 
 
 @pytest.mark.cpu

@@ -4,9 +4,13 @@
 v), Gumbel in float64) and samples with ~40 element-wise torch ops over rows x vocab, each a
 launch and a pass over memory: 1.7 ms a step on an H100 for even one seeded row at a 32k
 vocabulary, 38 ms for 1024 rows at 128k (session 26, `bench_keyed_sample.py`), against
-0.06-1.7 ms for vLLM's unseeded sampler. Here one program per row hashes, draws and reduces
-its vocabulary in registers: the same integers (uint32 arithmetic wraps where the torch
-path masks), the same float64 Gumbel, the first index of the maximum as torch.argmax takes.
+0.06-1.7 ms for vLLM's unseeded sampler. Here each program hashes, draws and reduces a
+stretch of one row's vocabulary in registers: the same integers (uint32 arithmetic wraps
+where the torch path masks), the same float64 Gumbel, the first index of the maximum as
+torch.argmax takes. With few rows (the drafter samples its seeded rows every draft step)
+one program a row leaves most SMs idle (0.27 ms for a 128k vocabulary, call 10), so the
+vocabulary is split over programs until the grid has about two per SM, and a second launch
+picks each row's winner among its stretches (ties: the first stretch, i.e. the first index).
 """
 
 from __future__ import annotations
@@ -35,11 +39,16 @@ def _keyed_sample_kernel(
     logits_stride,
     seeds_ptr,  # [rows] int64
     positions_ptr,  # [rows] int64
-    out_ptr,  # [rows] int64
+    out_ptr,  # [rows, num_chunks] int64: a stretch's first maximising token
+    best_ptr,  # [rows, num_chunks] float64: its score (unused when SPLIT is off)
     vocab,
+    chunk,  # tokens a stretch (a multiple of BLOCK)
+    num_chunks,
     BLOCK: tl.constexpr,
+    SPLIT: tl.constexpr,
 ):
     row = tl.program_id(0)
+    part = tl.program_id(1)
     seed = tl.load(seeds_ptr + row)
     lo = (seed & 0xFFFFFFFF).to(tl.uint32)
     hi = ((seed >> 32) & 0xFFFFFFFF).to(tl.uint32)
@@ -52,9 +61,11 @@ def _keyed_sample_kernel(
     best = tl.full([BLOCK], float("-inf"), tl.float64)
     best_idx = tl.full([BLOCK], 2147483647, tl.int32)
     row_ptr = logits_ptr + row.to(tl.int64) * logits_stride
-    for start in range(0, vocab, BLOCK):
+    begin = part * chunk
+    end = tl.minimum(begin + chunk, vocab)
+    for start in range(begin, end, BLOCK):
         v = start + offs
-        inside = v < vocab
+        inside = v < end
         h = _fmix32((v.to(tl.uint32) * 0x9E3779B1) ^ a)
         h = _fmix32(h ^ b)
         u = (h.to(tl.float64) + 0.5) / 4294967296.0
@@ -66,7 +77,49 @@ def _keyed_sample_kernel(
         best_idx = tl.where(take, v, best_idx)
     top = tl.max(best, axis=0)
     first = tl.min(tl.where(best == top, best_idx, 2147483647), axis=0)
-    tl.store(out_ptr + row, first.to(tl.int64))
+    at = row.to(tl.int64) * num_chunks + part
+    tl.store(out_ptr + at, first.to(tl.int64))
+    if SPLIT:
+        tl.store(best_ptr + at, top)
+
+
+@triton.jit
+def _keyed_pick_kernel(
+    part_idx_ptr,  # [rows, num_chunks] int64
+    part_best_ptr,  # [rows, num_chunks] float64
+    out_ptr,  # [rows] int64
+    num_chunks,
+    BLOCK: tl.constexpr,
+):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    inside = offs < num_chunks
+    at = row.to(tl.int64) * num_chunks + offs
+    best = tl.load(part_best_ptr + at, mask=inside, other=float("-inf"))
+    # an all -inf row: every stretch ties at -inf and the first one's index wins
+    top = tl.max(best, axis=0)
+    first = tl.min(tl.where(inside & (best == top), offs, BLOCK), axis=0)
+    tl.store(out_ptr + row, tl.load(part_idx_ptr + row.to(tl.int64) * num_chunks + first))
+
+
+_SM_COUNT: dict[int, int] = {}
+
+
+def _programs_wanted(device: torch.device) -> int:
+    """About two programs per SM (8 under the interpreter, which has none)."""
+    if device.type != "cuda":
+        return 8
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _SM_COUNT:
+        _SM_COUNT[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return 2 * _SM_COUNT[index]
+
+
+def num_vocab_chunks(rows: int, vocab: int, programs: int) -> int:
+    """Stretches a row's vocabulary is split into: enough for `programs` in all, none
+    shorter than a tile, at most 64 (the pick kernel's width)."""
+    tiles = triton.cdiv(vocab, BLOCK_V)
+    return max(1, min(triton.cdiv(programs, max(rows, 1)), tiles, 64))
 
 
 def keyed_sample_triton(logits: torch.Tensor, seeds: torch.Tensor,
@@ -85,8 +138,20 @@ def keyed_sample_triton(logits: torch.Tensor, seeds: torch.Tensor,
         logits = logits.contiguous()
     seeds = seeds.to(device=logits.device, dtype=torch.int64)
     positions = positions.to(device=logits.device, dtype=torch.int64)
-    _keyed_sample_kernel[(rows,)](logits, logits.stride(0), seeds, positions, out, vocab,
-                                  BLOCK=BLOCK_V, num_warps=8)
+    chunks = num_vocab_chunks(rows, vocab, _programs_wanted(logits.device))
+    chunk = triton.cdiv(triton.cdiv(vocab, chunks), BLOCK_V) * BLOCK_V
+    chunks = triton.cdiv(vocab, chunk)  # rounding the stretch up may leave fewer
+    if chunks == 1:
+        _keyed_sample_kernel[(rows, 1)](logits, logits.stride(0), seeds, positions, out, out,
+                                        vocab, chunk, 1, BLOCK=BLOCK_V, SPLIT=False,
+                                        num_warps=8)
+        return out
+    part_idx = torch.empty(rows, chunks, dtype=torch.int64, device=logits.device)
+    part_best = torch.empty(rows, chunks, dtype=torch.float64, device=logits.device)
+    _keyed_sample_kernel[(rows, chunks)](logits, logits.stride(0), seeds, positions, part_idx,
+                                         part_best, vocab, chunk, chunks, BLOCK=BLOCK_V,
+                                         SPLIT=True, num_warps=8)
+    _keyed_pick_kernel[(rows,)](part_idx, part_best, out, chunks, BLOCK=64, num_warps=1)
     return out
 
 
