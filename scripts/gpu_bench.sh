@@ -32,6 +32,8 @@
 #                                       # split length: kernel tests, captured plans, e2e A/B
 #   bash scripts/gpu_bench.sh attn_default  # session 20: FA3 prefill under our attention,
 #                                       # greedy identity on the new default
+#   bash scripts/gpu_bench.sh keyed     # session 26: the keyed-sample kernel's GPU tests and
+#                                       # timing, then the seeded engine tests
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
 #                                       # the any-batch grid vs the direct grid),
 #                                       # then the engine tests outside the engine part
@@ -89,6 +91,16 @@ case "${1:-}" in
       --configs per_request_async_target_attn,per_request_async \
       --out "$W/e2e_llama7b_final" 2>&1 | tee "$W/final.log"
     pack final ;;
+  keyed)  # session 26, issue 14: the seeded rows' keyed-sample kernel (GPU tests, its
+    # timing against vLLM's unseeded sampler), then the seeded engine tests
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    timeout 120 python3 -m pytest -m gpu -q -rs -p no:cacheprovider \
+      tests/kernels/test_keyed_sample.py 2>&1 | tee "$W/gpu_tests_keyed.txt"
+    timeout 90 python3 benchmarks/kernels/bench_keyed_sample.py --out "$OUT/keyed_sample.json"
+    timeout "${SEEDED_TIMEOUT:-380}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider \
+      tests/sampling/test_engine_seeded.py tests/sampling/test_engine_seeded_multisample.py \
+      2>&1 | tee -a "$W/gpu_tests_keyed.txt"
+    cp "$W/gpu_tests_keyed.txt" "$OUT/" ;;
   kernels)
     timeout 170 python3 -m pytest tests/kernels -m gpu -q -rfEs -p no:cacheprovider 2>&1 \
       | tee "$W/kernel_tests.txt"
