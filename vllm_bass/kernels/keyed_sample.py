@@ -1,4 +1,5 @@
-"""Seeded rows' position-keyed sample, argmax_v logits(v) + G(seed, t, v), in one launch.
+"""Seeded rows' position-keyed sample, argmax_v logits(v) + G(seed, t, v), in one launch
+(two when a row's vocabulary is split).
 
 `vllm_bass.sampling.keyed` defines the noise (MurmurHash3 finalisers over (seed, position,
 v), Gumbel in float64) and samples with ~40 element-wise torch ops over rows x vocab, each a
@@ -19,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from vllm_bass.sampling.keyed import keyed_sample_torch
+from vllm_bass.sampling.keyed import KEYED_KERNEL_DTYPES, keyed_sample_torch
 
 BLOCK_V = 2048
 
@@ -126,8 +127,8 @@ def keyed_sample_triton(logits: torch.Tensor, seeds: torch.Tensor,
                         positions: torch.Tensor) -> torch.Tensor:
     """[N] token ids as `keyed_sample_torch` draws them, for logits on a CUDA device (or
     under TRITON_INTERPRET=1)."""
-    assert logits.dim() == 2 and logits.dtype in (torch.float32, torch.float16,
-                                                  torch.bfloat16), (logits.shape, logits.dtype)
+    assert logits.dim() == 2 and logits.dtype in KEYED_KERNEL_DTYPES, (logits.shape,
+                                                                      logits.dtype)
     rows, vocab = logits.shape
     assert seeds.shape == (rows,) and positions.shape == (rows,), (seeds.shape, positions.shape)
     assert 0 < vocab < 2 ** 31 - 1, vocab
