@@ -20,6 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
+from vllm_bass.kernels.paged_attention import num_sms
 from vllm_bass.sampling.keyed import KEYED_KERNEL_DTYPES, keyed_sample_torch
 
 BLOCK_V = 2048
@@ -103,17 +104,9 @@ def _keyed_pick_kernel(
     tl.store(out_ptr + row, tl.load(part_idx_ptr + row.to(tl.int64) * num_chunks + first))
 
 
-_SM_COUNT: dict[int, int] = {}
-
-
 def _programs_wanted(device: torch.device) -> int:
-    """About two programs per SM (8 under the interpreter, which has none)."""
-    if device.type != "cuda":
-        return 8
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _SM_COUNT:
-        _SM_COUNT[index] = torch.cuda.get_device_properties(index).multi_processor_count
-    return 2 * _SM_COUNT[index]
+    """About two programs per SM (`num_sms`' stand-in under the interpreter)."""
+    return 2 * num_sms(device if device.type == "cuda" else None)
 
 
 def num_vocab_chunks(rows: int, vocab: int, programs: int) -> int:
