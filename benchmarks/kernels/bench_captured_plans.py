@@ -54,8 +54,7 @@ def captured_plan(bound: int, tokens: int, num_reqs: int, sms: int):
 
 
 def graph_fns(case: Case, plan):
-    ws = torch.empty(max(1, plan.workspace_numel(case.T, HEADS)), dtype=torch.float32,
-                     device="cuda")
+    ws = plan.new_workspace(case.T, HEADS, "cuda")
     return [
         (lambda q=q, o=o, bt=bt: paged_attention(
             q, case.k_cache, case.v_cache, o, case.cu, case.seq_lens, bt, case.scale,

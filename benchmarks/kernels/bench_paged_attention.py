@@ -147,7 +147,7 @@ class Case:
         self.scale = HEAD_SIZE**-0.5
 
     def bass_fns(self, plan):
-        ws = torch.empty(max(1, plan.workspace_numel(self.T, HEADS)), dtype=torch.float32, device=DEV)
+        ws = plan.new_workspace(self.T, HEADS, DEV)
         return [
             (lambda q=q, o=o, bt=bt: paged_attention(
                 q, self.k_cache, self.v_cache, o, self.cu, self.seq_lens, bt, self.scale,
@@ -204,13 +204,15 @@ def qlens_for(qm, B, rng):
 TUNE_CONTEXTS, TUNE_BATCHES = [1024, 4096, 8192], [1, 4, 8, 16, 64]
 PAD_VARIANTS = [(64, 4, 3), (64, 4, 4), (128, 8, 3), (64, 8, 3)]
 SPLIT_VARIANTS = [(128, 8, 3), (64, 4, 3)]
-SPLIT_COUNTS = (2, 3, 4, 6, 8, 16)
+SPLIT_COUNTS = (2, 3, 4, 6, 8, 12, 16, 24, 32)
 
 
 def tune(args, sms, fa3, fa3_sched):
-    """Graph-timed sweep: PAD with each tile variant, SPLIT counts x variants,
-    each in both program orders (sequence-major, head-major)."""
-    contexts, batches = TUNE_CONTEXTS, TUNE_BATCHES
+    """Graph-timed sweep: PAD with each tile variant, SPLIT counts x variants (the
+    narrow tiles also with the separate reduction kernel: `_r`), each in both program
+    orders (sequence-major, head-major)."""
+    contexts = [int(x) for x in args.tune_contexts.split(",")] if args.tune_contexts else TUNE_CONTEXTS
+    batches = [int(x) for x in args.tune_batches.split(",")] if args.tune_batches else TUNE_BATCHES
     cache = make_cache(batches, contexts)
     rng = random.Random(0)
     rows = []
@@ -231,9 +233,12 @@ def tune(args, sms, fa3, fa3_sched):
                     tiles = dataclasses.replace(base.tiles, block_n=bn, num_warps=nw, num_stages=ns,
                                                 head_fastest=order)
                     for sp in SPLIT_COUNTS:
-                        if sp * 256 <= c.max_s and B * KV_HEADS * sp <= 16 * sms:
-                            p = type(base)("split", split_geometry(c.max_s, sp, bn)[1], tiles)
-                            t[f"split{sp}_{bn}_{nw}_{ns}_{tag}"] = bench_graph(c.bass_fns(p))
+                        if sp * bn <= c.max_s and B * KV_HEADS * sp <= 16 * sms:
+                            n = split_geometry(c.max_s, sp, bn)[1]
+                            for fused in ((True, False) if bn == 64 else (True,)):
+                                p = type(base)("split", n, tiles, fused_reduce=fused)
+                                key = f"split{sp}_{bn}_{nw}_{ns}_{tag}" + ("" if fused else "_r")
+                                t[key] = bench_graph(c.bass_fns(p))
             best = min((v, k) for k, v in t.items() if k not in ("fa3",))
             row = dict(context=ctx, batch=B, K=len(c.qs), auto_plan=[base.strategy, base.num_splits],
                        graph_us=t, best=best[1])
@@ -242,7 +247,7 @@ def tune(args, sms, fa3, fa3_sched):
             print(f"ctx {ctx:5d} B {B:3d} auto {base.strategy}x{base.num_splits} {t['auto']:7.1f} "
                   f"fa3 {t.get('fa3', 0):7.1f} | {top}", flush=True)
             del c
-    with open(os.path.join(args.out, "paged_attention_tune.json"), "w") as f:
+    with open(os.path.join(args.out, args.tune_out), "w") as f:
         json.dump(dict(device=torch.cuda.get_device_name() if DEV == "cuda" else DEV, sms=sms, rows=rows), f, indent=1)
 
 
@@ -287,6 +292,9 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
     ap.add_argument("--quick", action="store_true", help="a few configs only")
     ap.add_argument("--tune", action="store_true", help="tile / split sweep on a subset (graph timing)")
+    ap.add_argument("--tune-contexts", default="", help="--tune: contexts (comma-separated)")
+    ap.add_argument("--tune-batches", default="", help="--tune: batches (comma-separated)")
+    ap.add_argument("--tune-out", default="paged_attention_tune.json")
     ap.add_argument("--prefill", action="store_true",
                     help="prefill / chunked-prefill shapes only (queries of 128-2048 tokens)")
     ap.add_argument("--no-eager", action="store_true", help="graph timing only")

@@ -38,6 +38,7 @@ from vllm_bass.kernels.paged_attention_common import (
 from vllm_bass.kernels.paged_attention_pad import paged_attention_pad
 from vllm_bass.kernels.paged_attention_split import (
     MAX_SPLITS,
+    new_split_workspace,
     paged_attention_split,
     split_geometry,
     split_workspace_numel,
@@ -62,12 +63,20 @@ class AttnPlan:
     any_batch: bool = False
     # SPLIT: the fewest keys of a split; a sequence this short is not split
     min_split_keys: int = 0
+    # SPLIT: the last split of a tile merges the tile (one launch) instead of a second
+    # reduction launch
+    fused_reduce: bool = True
 
     def workspace_numel(self, num_tokens: int, num_heads: int) -> int:
         """fp32 elements of the SPLIT workspace (0 for PAD)."""
         if self.strategy == "pad":
             return 0
         return split_workspace_numel(num_tokens, num_heads, self.num_splits, self.tiles.block_d)
+
+    def new_workspace(self, num_tokens: int, num_heads: int, device) -> torch.Tensor | None:
+        """The SPLIT workspace (arrival counters at zero), None for PAD."""
+        numel = self.workspace_numel(num_tokens, num_heads)
+        return new_split_workspace(numel, num_tokens, num_heads, device) if numel else None
 
 
 @functools.lru_cache(maxsize=8)
@@ -138,8 +147,8 @@ def paged_attention(
     check: bool = True,
 ) -> torch.Tensor:
     """Causal paged attention with per-sequence query and context lengths.
-    ``plan`` (from ``choose_plan``, once per step) and ``workspace`` (fp32,
-    ``plan.workspace_numel`` elements) are optional; ``check=False`` skips the
+    ``plan`` (from ``choose_plan``, once per step) and ``workspace``
+    (``plan.new_workspace``) are optional; ``check=False`` skips the
     input asserts."""
     if plan is None:
         plan = choose_plan(
@@ -155,5 +164,5 @@ def paged_attention(
     return paged_attention_split(
         q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table,
         scale, max_query_len, max_seq_len, plan.num_splits, plan.tiles, workspace, check,
-        plan.any_batch, plan.min_split_keys,
+        plan.any_batch, plan.min_split_keys, plan.fused_reduce,
     )
