@@ -34,9 +34,8 @@
 #                                       # greedy identity on the new default
 #   bash scripts/gpu_bench.sh keyed     # session 26: the keyed-sample kernel's GPU tests and
 #                                       # timing, then the seeded engine tests
-#   bash scripts/gpu_bench.sh splitfuse # session 27: SPLIT's in-kernel merge: the attention
-#                                       # kernel GPU tests, the small-grid tune (merge vs
-#                                       # reduction kernel, split counts), the 96-shape sweep
+#   bash scripts/gpu_bench.sh splits    # session 27: the attention kernel GPU tests, the
+#                                       # small-grid tune (split counts), the 96-shape sweep
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
 #                                       # the any-batch grid vs the direct grid),
 #                                       # then the engine tests outside the engine part
@@ -104,18 +103,19 @@ case "${1:-}" in
       tests/sampling/test_engine_seeded.py tests/sampling/test_engine_seeded_multisample.py \
       2>&1 | tee -a "$W/gpu_tests_keyed.txt"
     cp "$W/gpu_tests_keyed.txt" "$OUT/" ;;
-  splitfuse)  # session 27, issue 17: the last split of a tile merges it (one launch)
+  splits)  # session 27, issue 17: SPLIT's split count and minimum split on small grids
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
     timeout 200 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
       tests/kernels/test_bass_paged_attention.py tests/kernels/test_bass_attention_backend.py \
-      2>&1 | tail -15 | tee "$OUT/gpu_tests_splitfuse.txt"
-    timeout 150 python3 benchmarks/kernels/bench_paged_attention.py --tune --out "$OUT" \
-      --tune-contexts 256,1024,4096,8192 --tune-batches 1,4,8 \
-      --tune-out paged_attention_tune_small.json 2>&1 | tee "$W/tune.log" | tail -14
+      2>&1 | tail -15 | tee "$OUT/gpu_tests_splits.txt"
+    timeout "${TUNE_TIMEOUT:-150}" python3 benchmarks/kernels/bench_paged_attention.py --tune \
+      --out "$OUT" --tune-contexts "${TUNE_CONTEXTS:-256,1024,4096,8192}" \
+      --tune-batches "${TUNE_BATCHES:-1,4,8}" --tune-out paged_attention_tune_small.json \
+      2>&1 | tee "$W/tune.log" | tail -14
     timeout 170 python3 benchmarks/kernels/bench_paged_attention.py --any-batch \
       --no-eager --out "$W" 2>&1 | tee "$W/kernel_bench.log" | tail -3
     cp "$W"/paged_attention_bench.{json,md} "$OUT/" 2>/dev/null
-    pack splitfuse ;;
+    pack splits ;;
   kernels)
     timeout 170 python3 -m pytest tests/kernels -m gpu -q -rfEs -p no:cacheprovider 2>&1 \
       | tee "$W/kernel_tests.txt"

@@ -41,7 +41,9 @@ from vllm_bass.kernels.paged_attention import choose_plan, num_sms, paged_attent
 
 MAX_MODEL_LEN = 4352
 BOUNDS = (2, 8, 16)
-SHAPES = [(8, 3), (8, 5), (32, 2), (32, 3), (32, 5)]  # (requests, tokens each)
+# (requests, tokens each); batch 1-4: where a lone request's short context meets a graph
+# planned for SPLIT (session 27)
+SHAPES = [(1, 5), (1, 9), (2, 9), (4, 5), (8, 3), (8, 5), (32, 2), (32, 3), (32, 5)]
 CONTEXTS = [200, 1000, 4000]
 
 
@@ -54,7 +56,8 @@ def captured_plan(bound: int, tokens: int, num_reqs: int, sms: int):
 
 
 def graph_fns(case: Case, plan):
-    ws = plan.new_workspace(case.T, HEADS, "cuda")
+    ws = torch.empty(max(1, plan.workspace_numel(case.T, HEADS)), dtype=torch.float32,
+                     device="cuda")
     return [
         (lambda q=q, o=o, bt=bt: paged_attention(
             q, case.k_cache, case.v_cache, o, case.cu, case.seq_lens, bt, case.scale,
@@ -82,6 +85,7 @@ def main():
                 variants = {f"bound{bound}": plan}
                 if plan.strategy == "split":
                     variants[f"bound{bound}_nomin"] = dataclasses.replace(plan, min_split_keys=0)
+                    variants[f"bound{bound}_min128"] = dataclasses.replace(plan, min_split_keys=128)
                 for name, p in variants.items():
                     times[name] = bench_graph(graph_fns(case, p))
                     out = case.out0()

@@ -147,7 +147,7 @@ class Case:
         self.scale = HEAD_SIZE**-0.5
 
     def bass_fns(self, plan):
-        ws = plan.new_workspace(self.T, HEADS, DEV)
+        ws = torch.empty(max(1, plan.workspace_numel(self.T, HEADS)), dtype=torch.float32, device=DEV)
         return [
             (lambda q=q, o=o, bt=bt: paged_attention(
                 q, self.k_cache, self.v_cache, o, self.cu, self.seq_lens, bt, self.scale,
@@ -208,9 +208,8 @@ SPLIT_COUNTS = (2, 3, 4, 6, 8, 12, 16, 24, 32)
 
 
 def tune(args, sms, fa3, fa3_sched):
-    """Graph-timed sweep: PAD with each tile variant, SPLIT counts x variants (the
-    narrow tiles also with the separate reduction kernel: `_r`), each in both program
-    orders (sequence-major, head-major)."""
+    """Graph-timed sweep: PAD with each tile variant, SPLIT counts x variants (splits of
+    at least one key block), each in both program orders (sequence-major, head-major)."""
     contexts = [int(x) for x in args.tune_contexts.split(",")] if args.tune_contexts else TUNE_CONTEXTS
     batches = [int(x) for x in args.tune_batches.split(",")] if args.tune_batches else TUNE_BATCHES
     cache = make_cache(batches, contexts)
@@ -234,11 +233,8 @@ def tune(args, sms, fa3, fa3_sched):
                                                 head_fastest=order)
                     for sp in SPLIT_COUNTS:
                         if sp * bn <= c.max_s and B * KV_HEADS * sp <= 16 * sms:
-                            n = split_geometry(c.max_s, sp, bn)[1]
-                            for fused in ((True, False) if bn == 64 else (True,)):
-                                p = type(base)("split", n, tiles, fused_reduce=fused)
-                                key = f"split{sp}_{bn}_{nw}_{ns}_{tag}" + ("" if fused else "_r")
-                                t[key] = bench_graph(c.bass_fns(p))
+                            p = type(base)("split", split_geometry(c.max_s, sp, bn)[1], tiles)
+                            t[f"split{sp}_{bn}_{nw}_{ns}_{tag}"] = bench_graph(c.bass_fns(p))
             best = min((v, k) for k, v in t.items() if k not in ("fa3",))
             row = dict(context=ctx, batch=B, K=len(c.qs), auto_plan=[base.strategy, base.num_splits],
                        graph_us=t, best=best[1])

@@ -21,25 +21,20 @@ from tests.kernels.bass_kernel_testutils import (
 )
 from vllm_bass.kernels.paged_attention import (
     MIN_SPLIT_TOKENS,
+    MIN_SPLIT_TOKENS_EXACT,
     AttnPlan,
     choose_plan,
     paged_attention,
 )
 from vllm_bass.kernels.paged_attention_common import AttnTiles, paged_attention_ref, pick_tiles
 from vllm_bass.kernels.paged_attention_pad import paged_attention_pad
-from vllm_bass.kernels.paged_attention_split import (
-    new_split_workspace,
-    paged_attention_split,
-    split_counters_numel,
-    split_workspace_numel,
-)
+from vllm_bass.kernels.paged_attention_split import paged_attention_split
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 STRATEGIES = ["pad", "split"]
 
 
-def _run(batch, strategy: str, num_splits: int | None = None, tiles: AttnTiles | None = None,
-         fused_reduce: bool = True):
+def _run(batch, strategy: str, num_splits: int | None = None, tiles: AttnTiles | None = None):
     out = torch.full_like(batch.q, float("nan"))  # poisoned: every row must be written
     if strategy == "pad":
         paged_attention_pad(
@@ -50,7 +45,7 @@ def _run(batch, strategy: str, num_splits: int | None = None, tiles: AttnTiles |
         paged_attention_split(
             batch.q, batch.k_cache, batch.v_cache, out, batch.cu_seqlens_q, batch.seq_lens,
             batch.block_table, batch.scale, batch.max_query_len, batch.max_seq_len,
-            num_splits or 3, tiles, fused_reduce=fused_reduce,
+            num_splits or 3, tiles,
         )
     else:
         paged_attention(
@@ -156,83 +151,42 @@ def test_head_configs_odd_lengths(device, heads, kv_heads, head_size, page, stra
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("num_splits", [1, 2, 7, 64])
-@pytest.mark.parametrize("fused_reduce", [True, False], ids=["fused", "reduce_kernel"])
-def test_split_counts(device, num_splits, fused_reduce):
+def test_split_counts(device, num_splits):
     """Any split count gives the same answer, including splits beyond some
-    sequences' context (empty splits) and more splits than key blocks, whether the
-    last split of a tile merges it or a second kernel does."""
+    sequences' context (empty splits) and more splits than key blocks."""
     dtype = torch.float32
     qlens, ctx = ([2, 9, 1], [100, 3, 250]) if device == "cpu" else ([2, 9, 1, 5], [100, 3, 8000, 1000])
     b = make_batch(qlens, ctx, 4, 4, 32, 16, dtype, device, seed=8)
     tiles = _small_tiles(4, 4, 32, b.max_query_len) if device == "cpu" else None
-    out = _run(b, "split", num_splits=num_splits, tiles=tiles, fused_reduce=fused_reduce)
+    out = _run(b, "split", num_splits=num_splits, tiles=tiles)
     assert_close(out, _ref(b), dtype, f"splits={num_splits}")
-
-
-def _poisoned_workspace(num_tokens, num_heads, splits, block_d, device):
-    """A workspace as the backend makes one (counters at zero), its partials NaN: a merge
-    that read a split never written this launch shows."""
-    numel = split_workspace_numel(num_tokens, num_heads, splits, block_d)
-    ws = new_split_workspace(numel, num_tokens, num_heads, device)
-    ws[split_counters_numel(num_tokens, num_heads):] = float("nan")
-    return ws
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("any_batch", [False, True])
-@pytest.mark.parametrize("fused_reduce", [True, False], ids=["fused", "reduce_kernel"])
-def test_split_min_keys_whole_and_split_sequences_in_one_launch(device, any_batch, fused_reduce):
+def test_split_min_keys_whole_and_split_sequences_in_one_launch(device, any_batch):
     """With a minimum split length, short sequences are attended whole by split 0 (the
-    output written directly, no merge) and long ones are split, in one launch; one
-    workspace reused by launches whose contexts change (a captured graph's, or the layers
-    of a step) holds no stale answer: a row done whole in one launch is merged in the
-    next, and the arrival counters are back at zero after every launch."""
+    output written directly, the reduction skips them) and long ones are split, in one
+    launch; one workspace reused by launches whose contexts change (a captured graph's)
+    holds no stale answer: a row done whole in one launch is reduced in the next."""
     dtype = torch.float32
     qlens = [2, 9, 1, 3]
     block_n, min_keys = (16, 64) if device == "cpu" else (64, 256)
     contexts = ([[30, 3, 250, 40], [200, 3, 20, 90], [30, 3, 250, 40]] if device == "cpu"
                 else [[100, 3, 4000, 200], [1500, 3, 60, 900], [100, 3, 4000, 200]])
     splits = 4
-    ws = _poisoned_workspace(sum(qlens), 4, splits, 32, device)
-    counters = ws[:split_counters_numel(sum(qlens), 4)]
+    ws = torch.full((len(qlens) * max(qlens) * 4 * splits * (32 + 2),), float("nan"),
+                    dtype=torch.float32, device=device)
     for i, ctx in enumerate(contexts):
         b = make_batch(qlens, ctx, 4, 4, 32, 16, dtype, device, seed=40 + i)
         tiles = _small_tiles(4, 4, 32, b.max_query_len, block_n) if device == "cpu" else None
         out = torch.full_like(b.q, float("nan"))
         paged_attention_split(b.q, b.k_cache, b.v_cache, out, b.cu_seqlens_q, b.seq_lens,
                               b.block_table, b.scale, b.max_query_len, max(ctx) + 9, splits,
-                              tiles, ws, any_batch=any_batch, min_split_keys=min_keys,
-                              fused_reduce=fused_reduce)
+                              tiles, ws, any_batch=any_batch, min_split_keys=min_keys)
         whole = [c + q <= min_keys for c, q in zip(ctx, qlens)]
         assert any(whole) and not all(whole), "the launch must mix both kinds"
         assert_close(out, _ref(b), dtype, f"launch {i} contexts {ctx}")
-        assert (counters.view(torch.int32) == 0).all(), f"launch {i} left counters set"
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("heads,kv_heads", [(4, 4), (6, 2)])
-def test_fused_merge_matches_the_reduction_kernel(device, heads, kv_heads):
-    """The in-kernel merge and the reduction kernel compute the same weighted sum: equal
-    up to the order of fp32 additions, on grouped heads (several query heads a tile) and
-    ragged queries, with the workspace reused launch after launch (as layers do)."""
-    dtype = torch.float32
-    qlens = [3, 1, 9, 2] if device == "cpu" else [3, 1, 9, 2, 5, 7]
-    ctx = [150, 70, 220, 5] if device == "cpu" else [3000, 700, 5200, 5, 1100, 64]
-    splits = 5
-    ws = _poisoned_workspace(sum(qlens), heads, splits, 32, device)
-    for seed in range(3):
-        b = make_batch(qlens, ctx, heads, kv_heads, 32, 16, dtype, device, seed=70 + seed)
-        tiles = _small_tiles(heads, kv_heads, 32, b.max_query_len) if device == "cpu" else None
-        outs = []
-        for fused in (True, False):
-            out = torch.full_like(b.q, float("nan"))
-            paged_attention_split(b.q, b.k_cache, b.v_cache, out, b.cu_seqlens_q, b.seq_lens,
-                                  b.block_table, b.scale, b.max_query_len, b.max_seq_len,
-                                  splits, tiles, ws if fused else None, fused_reduce=fused)
-            outs.append(out)
-        assert not outs[0].isnan().any()
-        torch.testing.assert_close(outs[0], outs[1], rtol=1e-5, atol=1e-6)
-        assert_close(outs[0], _ref(b), dtype, f"seed {seed}")
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -300,13 +254,24 @@ def test_choose_plan():
     assert big.strategy == "pad" and big.tiles.block_n == 64
     mid = choose_plan(8, 32, 32, 128, 5, 8192, sms)  # 256 programs, ~2 per SM
     assert mid.strategy == "pad" and mid.tiles.block_n == 128 and mid.tiles.num_warps == 8
-    short = choose_plan(1, 32, 32, 128, 5, 300, sms)
+    short = choose_plan(1, 32, 32, 128, 5, 250, sms)
     assert short.strategy == "pad"
+    # past SHORT_CONTEXT a lone sequence is split in 128-key pieces
+    assert choose_plan(1, 32, 32, 128, 5, 300, sms).num_splits == 3
     small_batch = choose_plan(1, 32, 32, 128, 5, 8192, sms)
-    assert small_batch.strategy == "split" and small_batch.num_splits >= 8
-    # the arrival counters (5 x 32 int32), then the partial outputs and (max, sum)
-    assert small_batch.workspace_numel(5, 32) == 5 * 32 + 5 * 32 * small_batch.num_splits * (128 + 2)
-    assert small_batch.min_split_keys == MIN_SPLIT_TOKENS  # short sequences are not split
+    # ~3 programs an SM, whole splits, never past the SMs' share: 12 x 32 = 384 <= 396
+    assert small_batch.strategy == "split" and small_batch.num_splits == 12
+    assert choose_plan(4, 32, 32, 128, 5, 8192, sms).num_splits == 3
+    assert choose_plan(2, 32, 32, 128, 5, 8192, sms).num_splits == 6
+    assert choose_plan(7, 32, 32, 128, 5, 8192, sms).strategy == "pad"  # 224 programs
+    assert small_batch.workspace_numel(5, 32) == 5 * 32 * small_batch.num_splits * (128 + 2)
+    # the step's own plan: sequences under 128 keys are not split; a captured graph's
+    # plan (contexts unknown) keeps short contexts whole up to 256 keys
+    assert small_batch.min_split_keys == MIN_SPLIT_TOKENS_EXACT
+    graph = choose_plan(1, 32, 32, 128, 5, 8192, sms, any_batch=True)
+    assert graph.min_split_keys == MIN_SPLIT_TOKENS and graph.num_splits == 12
+    assert choose_plan(1, 32, 32, 128, 5, 1024, sms).num_splits == 8  # 1024 / 128
+    assert choose_plan(1, 32, 32, 128, 5, 1024, sms, any_batch=True).num_splits == 4
     assert choose_plan(64, 32, 32, 128, 5, 4096, sms, strategy="split").strategy == "split"
     assert small_batch.tiles == pick_tiles(32, 32, 128, 5)  # narrow tiles: 2 programs per SM
     assert choose_plan(1, 32, 32, 128, 5, 8192, sms, strategy="pad") == AttnPlan(

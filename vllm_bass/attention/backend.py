@@ -201,7 +201,8 @@ class BassAttentionMetadata:
                 self.plan_seq_len or self.max_seq_len, self.sms,
                 elem_size=dtype.itemsize, any_batch=self.any_batch,
             )
-            workspace = plan.new_workspace(self.num_actual_tokens, num_heads, self.device)
+            numel = plan.workspace_numel(self.num_actual_tokens, num_heads)
+            workspace = torch.empty(numel, dtype=torch.float32, device=self.device) if numel else None
             self.plans[key] = (plan, workspace)
         return self.plans[key]
 

@@ -7,9 +7,10 @@ batch x KV heads x query tiles programs, each reading a whole context:
 * >= ``PAD_PROGRAMS_PER_SM`` programs per SM: PAD, 64-key steps, 4 warps;
 * fewer, but >= ``WIDE_PAD_PROGRAMS_PER_SM``, or short contexts: PAD with
   128-key steps and 8 warps (more bytes in flight per program);
-* fewer still: SPLIT the KV length into about ``SPLIT_PROGRAMS_PER_SM`` x SMs
-  programs (at least ``MIN_SPLIT_TOKENS`` keys each, on the host and per sequence on
-  the device), narrow tiles, then reduce.
+* fewer still: SPLIT the KV length into at most ``SPLIT_PROGRAMS_PER_SM`` x SMs
+  programs (at least ``MIN_SPLIT_TOKENS_EXACT`` keys each for a step's own plan,
+  ``MIN_SPLIT_TOKENS`` for a captured graph's, on the host and per sequence on the
+  device), narrow tiles, then reduce.
 
 All launches order programs head-major (``AttnTiles.head_fastest``).
 Thresholds from H200 and H100 sweeps of Llama-2-7B verification shapes
@@ -38,7 +39,6 @@ from vllm_bass.kernels.paged_attention_common import (
 from vllm_bass.kernels.paged_attention_pad import paged_attention_pad
 from vllm_bass.kernels.paged_attention_split import (
     MAX_SPLITS,
-    new_split_workspace,
     paged_attention_split,
     split_geometry,
     split_workspace_numel,
@@ -48,9 +48,19 @@ reference = paged_attention_ref
 
 PAD_PROGRAMS_PER_SM = 3.0
 WIDE_PAD_PROGRAMS_PER_SM = 1.9
-SPLIT_PROGRAMS_PER_SM = 2.0
+# SPLIT launches at most this many programs an SM (rounded down to whole splits): H100,
+# 7B layer, batch 1 (32 programs a split): 12 splits beat 8-9 and 16-32 at 4096 / 8192
+# cached tokens (32.2 / 55.6 us against 34.5 / 57.1 for 8; FA3 33.3 / 56.0); batch 4: 3
+# splits (384 programs) beat 2 and 4 (session 27 tune)
+SPLIT_PROGRAMS_PER_SM = 3.0
+# the fewest keys a split gets when the plan is a captured graph's: it is chosen before any
+# context is known and must not cut the short contexts it may meet into pieces (session 23)
 MIN_SPLIT_TOKENS = 256
-SHORT_CONTEXT = 512  # keys; below this a split saves less than it costs
+# ... and when the plan is the step's own (the longest context known): batch 1 at 1024
+# cached tokens, 128-key splits 14.2 us against 16.8 / 17.4 for 256-key ones, FA3 14.7
+MIN_SPLIT_TOKENS_EXACT = 128
+SHORT_CONTEXT = 256  # keys; at or below this a split saves less than it costs (2 x 192-key
+# splits 11.3 us against PAD's 10.7 at 256 cached tokens, batch 1; 3 x 128 at 261: 9.8)
 
 
 @dataclass(frozen=True)
@@ -63,20 +73,12 @@ class AttnPlan:
     any_batch: bool = False
     # SPLIT: the fewest keys of a split; a sequence this short is not split
     min_split_keys: int = 0
-    # SPLIT: the last split of a tile merges the tile (one launch) instead of a second
-    # reduction launch
-    fused_reduce: bool = True
 
     def workspace_numel(self, num_tokens: int, num_heads: int) -> int:
         """fp32 elements of the SPLIT workspace (0 for PAD)."""
         if self.strategy == "pad":
             return 0
         return split_workspace_numel(num_tokens, num_heads, self.num_splits, self.tiles.block_d)
-
-    def new_workspace(self, num_tokens: int, num_heads: int, device) -> torch.Tensor | None:
-        """The SPLIT workspace (arrival counters at zero), None for PAD."""
-        numel = self.workspace_numel(num_tokens, num_heads)
-        return new_split_workspace(numel, num_tokens, num_heads, device) if numel else None
 
 
 @functools.lru_cache(maxsize=8)
@@ -116,9 +118,10 @@ def choose_plan(
     wide = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len, elem_size, wide=True)
     if strategy == "pad":
         return AttnPlan("pad", 1, wide, any_batch)
+    min_split = MIN_SPLIT_TOKENS if any_batch else MIN_SPLIT_TOKENS_EXACT
     splits = min(
-        cdiv(int(SPLIT_PROGRAMS_PER_SM * sms), max(1, programs)),
-        cdiv(max(1, max_seq_len), MIN_SPLIT_TOKENS),
+        int(SPLIT_PROGRAMS_PER_SM * sms) // max(1, programs),
+        cdiv(max(1, max_seq_len), min_split),
         MAX_SPLITS,
     )
     if strategy == "auto" and splits <= 1:
@@ -127,7 +130,7 @@ def choose_plan(
     # split programs use the narrow tiles: two fit on an SM (H100 sweep: batch 4,
     # 3 splits, 64-key tiles 98.7 us against 109.6 us for the wide ones at ctx 4096)
     return AttnPlan("split", split_geometry(max_seq_len, splits, tiles.block_n)[1], tiles,
-                    any_batch, MIN_SPLIT_TOKENS)
+                    any_batch, min_split)
 
 
 def paged_attention(
@@ -147,8 +150,8 @@ def paged_attention(
     check: bool = True,
 ) -> torch.Tensor:
     """Causal paged attention with per-sequence query and context lengths.
-    ``plan`` (from ``choose_plan``, once per step) and ``workspace``
-    (``plan.new_workspace``) are optional; ``check=False`` skips the
+    ``plan`` (from ``choose_plan``, once per step) and ``workspace`` (fp32,
+    ``plan.workspace_numel`` elements) are optional; ``check=False`` skips the
     input asserts."""
     if plan is None:
         plan = choose_plan(
@@ -164,5 +167,5 @@ def paged_attention(
     return paged_attention_split(
         q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table,
         scale, max_query_len, max_seq_len, plan.num_splits, plan.tiles, workspace, check,
-        plan.any_batch, plan.min_split_keys, plan.fused_reduce,
+        plan.any_batch, plan.min_split_keys,
     )

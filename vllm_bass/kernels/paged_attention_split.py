@@ -9,16 +9,8 @@ key block, and at least ``min_split_keys``), computed on the device: a launch
 stays valid for any context lengths, which CUDA graphs need (one captured launch
 serves every step).
 Each program writes an unnormalised fp32 partial output plus its running max
-and sum, then counts itself in on its tile's counter; the last split of a tile to
-arrive merges the tile's splits and writes the output (``FUSED_REDUCE``, the
-default), so the step pays one launch, not a split launch plus a reduction launch
-(``_split_reduce_kernel``, kept for A/B timing). Splits past a sequence's own
-context length only write (max=-1e30, sum=0). The counters sit at the head of the
-workspace: zero when allocated (``new_split_workspace``), and the merging program
-sets its tile's back to zero, so one workspace serves every layer of a step and
-every replay of a captured graph. The hand-off is CUTLASS's semaphore pattern: a
-CTA barrier, then one acq_rel atomic; the merging program reads the partials past
-L1 (``.cg``).
+and sum; ``_split_reduce_kernel`` merges the splits of each (token, head).
+Splits past a sequence's own context length only write (max=-1e30, sum=0).
 
 A sequence that fits one split (short contexts) is attended whole by split 0,
 which writes the normalised output itself and marks the row done (sum = -1); its
@@ -77,8 +69,7 @@ def _paged_attention_split_kernel(
     num_seqs,
     group,  # query heads per KV head
     q_per_tile,  # new tokens per tile (BLOCK_M // group)
-    ws_ptr,  # fp32 partials (the workspace past its counters): [num_tokens, num_heads,
-    # num_splits, BLOCK_D],
+    ws_ptr,  # fp32 workspace: partial out [num_tokens, num_heads, num_splits, BLOCK_D],
     # then at ml_base the pair (max in log2 units, sum), each [num_tokens, num_heads, num_splits]
     num_heads,
     num_splits,
@@ -88,8 +79,6 @@ def _paged_attention_split_kernel(
     out_ptr,
     stride_ot: tl.int64,
     stride_oh,
-    cnt_ptr,  # int32 arrival counters, one per (first token of a tile, KV head)
-    num_kv_heads,
     PAGE_SIZE: tl.constexpr,
     HEAD_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -99,7 +88,6 @@ def _paged_attention_split_kernel(
     DOT_UPCAST: tl.constexpr,
     HEAD_FASTEST: tl.constexpr,
     ANY_BATCH: tl.constexpr,
-    FUSED_REDUCE: tl.constexpr,
 ):
     seq, q_tile, kv_head = query_tile_ids(cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile,
                                           HEAD_FASTEST, ANY_BATCH)
@@ -128,27 +116,26 @@ def _paged_attention_split_kernel(
     if whole & (split > 0):
         return
     kv_lo = split * split_len
-    offs_d = tl.arange(0, BLOCK_D)
     if kv_lo >= kv_end:
         # nothing to see in this split: a zero-weight entry for the reduction
         tl.store(part_ml_ptr + part_row, tl.full([BLOCK_M], -1.0e30, tl.float32), mask=row_ok)
         tl.store(part_ml_ptr + ml_plane + part_row, tl.zeros([BLOCK_M], tl.float32), mask=row_ok)
+        return
+    kv_hi = tl.minimum(kv_end, kv_lo + split_len)
+    acc, m_i, l_i = attend_kv_range(
+        q, q_pos, k_cache_ptr, v_cache_ptr,
+        block_table_ptr + seq.to(tl.int64) * stride_bt, kv_head,
+        stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh,
+        kv_lo, kv_hi, qk_scale,
+        PAGE_SIZE, HEAD_SIZE, BLOCK_M, BLOCK_N, BLOCK_D, DOT_PRECISION, DOT_UPCAST,
+    )
+    if whole:
+        store_normalised_output(out_ptr, stride_ot, stride_oh, acc, l_i, tok, head, row_ok,
+                                HEAD_SIZE, BLOCK_D)
+        tl.store(part_ml_ptr + ml_plane + part_row, tl.full([BLOCK_M], -1.0, tl.float32),
+                 mask=row_ok)
     else:
-        kv_hi = tl.minimum(kv_end, kv_lo + split_len)
-        acc, m_i, l_i = attend_kv_range(
-            q, q_pos, k_cache_ptr, v_cache_ptr,
-            block_table_ptr + seq.to(tl.int64) * stride_bt, kv_head,
-            stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh,
-            kv_lo, kv_hi, qk_scale,
-            PAGE_SIZE, HEAD_SIZE, BLOCK_M, BLOCK_N, BLOCK_D, DOT_PRECISION, DOT_UPCAST,
-        )
-        if whole:
-            store_normalised_output(out_ptr, stride_ot, stride_oh, acc, l_i, tok, head, row_ok,
-                                    HEAD_SIZE, BLOCK_D)
-            if not FUSED_REDUCE:  # tells the reduction kernel to skip the row
-                tl.store(part_ml_ptr + ml_plane + part_row,
-                         tl.full([BLOCK_M], -1.0, tl.float32), mask=row_ok)
-            return
+        offs_d = tl.arange(0, BLOCK_D)
         tl.store(
             part_o_ptr + part_row[:, None] * BLOCK_D + offs_d[None, :],
             acc,
@@ -156,37 +143,6 @@ def _paged_attention_split_kernel(
         )
         tl.store(part_ml_ptr + part_row, m_i, mask=row_ok)
         tl.store(part_ml_ptr + ml_plane + part_row, l_i, mask=row_ok)
-    if FUSED_REDUCE:
-        # every split of this tile arrives here once; the last one merges them all
-        cnt = cnt_ptr + (q_start + tile_q0).to(tl.int64) * num_kv_heads + kv_head
-        tl.debug_barrier()  # all of this program's partial stores before the release
-        arrived = tl.atomic_add(cnt, 1, sem="acq_rel", scope="gpu")
-        tl.debug_barrier()
-        if arrived == num_splits - 1:
-            row0 = (tok * num_heads + head) * num_splits
-            m_max = tl.full([BLOCK_M], -1.0e30, tl.float32)
-            for j in range(0, num_splits):
-                m_j = tl.load(part_ml_ptr + row0 + j, mask=row_ok, other=-1.0e30,
-                              cache_modifier=".cg")
-                l_j = tl.load(part_ml_ptr + ml_plane + row0 + j, mask=row_ok, other=0.0,
-                              cache_modifier=".cg")
-                m_max = tl.where(l_j > 0, tl.maximum(m_max, m_j), m_max)
-            o = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-            denom = tl.zeros([BLOCK_M], tl.float32)
-            for j in range(0, num_splits):
-                m_j = tl.load(part_ml_ptr + row0 + j, mask=row_ok, other=-1.0e30,
-                              cache_modifier=".cg")
-                l_j = tl.load(part_ml_ptr + ml_plane + row0 + j, mask=row_ok, other=0.0,
-                              cache_modifier=".cg")
-                has = row_ok & (l_j > 0)  # splits that saw a key; the others hold no acc
-                acc_j = tl.load(part_o_ptr + (row0 + j)[:, None] * BLOCK_D + offs_d[None, :],
-                                mask=has[:, None], other=0.0, cache_modifier=".cg")
-                w = tl.where(has, tl.exp2(m_j - m_max), 0.0)
-                o += w[:, None] * acc_j
-                denom += w * l_j
-            store_normalised_output(out_ptr, stride_ot, stride_oh, o, denom, tok, head, row_ok,
-                                    HEAD_SIZE, BLOCK_D)
-            tl.store(cnt, 0)  # ready for the next layer / replay
 
 
 @triton.jit
@@ -244,26 +200,9 @@ def split_geometry(max_seq_len: int, num_splits: int, block_n: int) -> tuple[int
     return split_len, cdiv(max(1, max_seq_len), split_len)
 
 
-def split_counters_numel(num_tokens: int, num_heads: int) -> int:
-    """Elements at the head of the workspace kept for the int32 arrival counters (one per
-    token and head bounds one per tile and KV head), rounded to 16 bytes so the fp32
-    partials after them stay aligned."""
-    return cdiv(num_tokens * num_heads, 4) * 4
-
-
 def split_workspace_numel(num_tokens: int, num_heads: int, num_splits: int, block_d: int) -> int:
-    """fp32-sized elements of the workspace: the counters, then the partial outputs and
-    (max, sum)."""
-    return (split_counters_numel(num_tokens, num_heads)
-            + num_tokens * num_heads * num_splits * (block_d + 2))
-
-
-def new_split_workspace(numel: int, num_tokens: int, num_heads: int, device) -> torch.Tensor:
-    """A workspace of ``numel`` elements with its counters at zero (the kernel leaves
-    them at zero; the partials need no initialising)."""
-    ws = torch.empty(numel, dtype=torch.float32, device=device)
-    ws[:split_counters_numel(num_tokens, num_heads)].zero_()
-    return ws
+    """fp32 elements of the workspace: partial outputs plus (max, sum)."""
+    return num_tokens * num_heads * num_splits * (block_d + 2)
 
 
 def paged_attention_split(
@@ -283,7 +222,6 @@ def paged_attention_split(
     check: bool = True,
     any_batch: bool = False,
     min_split_keys: int = 0,
-    fused_reduce: bool = True,
 ) -> torch.Tensor:
     """Split-KV causal paged attention. ``max_seq_len`` (an upper bound is
     fine, e.g. max_model_len for a CUDA graph) and ``num_splits`` are host ints. ``workspace``: an fp32 tensor of at
@@ -292,9 +230,7 @@ def paged_attention_split(
     skips the input asserts (the backend checks the first layer of a step). ``any_batch``:
     the grid serves any query lengths (see paged_attention_pad). ``min_split_keys``: the
     fewest keys of a sequence's split (rounded up to the key block): shorter contexts are
-    not split (see the module's docstring). ``fused_reduce``: the last split of a tile
-    merges the tile (one launch); False launches the separate reduction kernel. A
-    workspace passed in must come from ``new_split_workspace`` (its counters at zero)."""
+    not split (see the module's docstring)."""
     if check:
         check_inputs(q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table)
         assert 1 <= num_splits <= MAX_SPLITS, num_splits
@@ -311,16 +247,12 @@ def paged_attention_split(
     num_q_tiles = cdiv(max_query_len, tiles.q_per_tile)
     ml_plane = num_tokens * num_heads * num_splits
     ml_base = ml_plane * tiles.block_d
-    needed = split_workspace_numel(num_tokens, num_heads, num_splits, tiles.block_d)
     if workspace is None:
-        workspace = new_split_workspace(needed, num_tokens, num_heads, q.device)
+        workspace = torch.empty(ml_base + 2 * ml_plane, dtype=torch.float32, device=q.device)
     if check:
         assert tiles.block_m >= group and tiles.q_per_tile == tiles.block_m // group
-        assert workspace.dtype == torch.float32 and workspace.numel() >= needed, (
-            f"SPLIT workspace: {workspace.numel()} fp32 elements, {needed} needed")
+        assert workspace.dtype == torch.float32 and workspace.numel() >= ml_base + 2 * ml_plane
         assert workspace.device == q.device and workspace.is_contiguous()
-    counters = workspace[:num_tokens * num_kv_heads].view(torch.int32)
-    partials = workspace[split_counters_numel(num_tokens, num_heads):]
 
     seq_tiles = num_seq_tiles(num_tokens, batch, num_q_tiles, tiles.q_per_tile, any_batch)
     grid = (seq_tiles, num_kv_heads, num_splits)
@@ -330,15 +262,13 @@ def paged_attention_split(
                              tiles, num_q_tiles, any_batch)
     min_keys = cdiv(max(0, min_split_keys), tiles.block_n) * tiles.block_n
     _paged_attention_split_kernel[grid](
-        *args, partials, num_heads, num_splits, ml_base, ml_plane, min_keys,
-        out, out.stride(0), out.stride(1), counters, num_kv_heads,
-        FUSED_REDUCE=fused_reduce, **meta)
-    if not fused_reduce:
-        _split_reduce_kernel[(num_tokens, num_heads)](
-            partials, out, cu_seqlens_q,
-            out.stride(0), out.stride(1), batch, num_heads, num_splits, ml_base, ml_plane,
-            HEAD_SIZE=head_size, BLOCK_D=tiles.block_d,
-            SPLITS_PAD=max(2, next_pow2(num_splits)),
-            num_warps=2,
-        )
+        *args, workspace, num_heads, num_splits, ml_base, ml_plane, min_keys,
+        out, out.stride(0), out.stride(1), **meta)
+    _split_reduce_kernel[(num_tokens, num_heads)](
+        workspace, out, cu_seqlens_q,
+        out.stride(0), out.stride(1), batch, num_heads, num_splits, ml_base, ml_plane,
+        HEAD_SIZE=head_size, BLOCK_D=tiles.block_d,
+        SPLITS_PAD=max(2, next_pow2(num_splits)),
+        num_warps=2,
+    )
     return out
