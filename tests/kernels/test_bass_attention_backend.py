@@ -173,7 +173,6 @@ def test_builder_and_impl_end_to_end(device, dtype, strategy, monkeypatch):
 
     # steer the chooser: tiny split threshold and many programs wanted -> SPLIT
     monkeypatch.setattr(pa, "MIN_SPLIT_TOKENS", 16 if strategy == "split" else 1 << 30)
-    monkeypatch.setattr(pa, "MIN_SPLIT_TOKENS_EXACT", 16 if strategy == "split" else 1 << 30)
     monkeypatch.setattr(pa, "SHORT_CONTEXT", 0)
     monkeypatch.setattr(pa, "num_sms", lambda device=None: 64)
     heads, kv_heads, hd, page = 4, 2, 32, 16
@@ -316,7 +315,6 @@ def test_captured_metadata_serves_any_batch(device, strategy, replay, monkeypatc
     assert BassAttentionMetadataBuilder.get_cudagraph_support(None, None) == (
         AttentionCGSupport.ALWAYS)
     monkeypatch.setattr(pa, "MIN_SPLIT_TOKENS", 16 if strategy == "split" else 1 << 30)
-    monkeypatch.setattr(pa, "MIN_SPLIT_TOKENS_EXACT", 16 if strategy == "split" else 1 << 30)
     monkeypatch.setattr(pa, "SHORT_CONTEXT", 0)
     monkeypatch.setattr(pa, "num_sms", lambda device=None: 64)
     heads, kv_heads, hd, page, dtype = 4, 2, 32, 16, torch.float16

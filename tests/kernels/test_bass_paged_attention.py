@@ -21,14 +21,17 @@ from tests.kernels.bass_kernel_testutils import (
 )
 from vllm_bass.kernels.paged_attention import (
     MIN_SPLIT_TOKENS,
-    MIN_SPLIT_TOKENS_EXACT,
     AttnPlan,
     choose_plan,
     paged_attention,
 )
 from vllm_bass.kernels.paged_attention_common import AttnTiles, paged_attention_ref, pick_tiles
 from vllm_bass.kernels.paged_attention_pad import paged_attention_pad
-from vllm_bass.kernels.paged_attention_split import paged_attention_split
+from vllm_bass.kernels.paged_attention_split import (
+    paged_attention_split,
+    split_geometry,
+    split_workspace_numel,
+)
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 STRATEGIES = ["pad", "split"]
@@ -245,6 +248,44 @@ def test_any_batch_launch_serves_every_split_of_its_tokens(device, strategy, hea
         assert (out[b.q.shape[0]:] == 7.0).all(), f"{strategy} {qlens}: wrote padding rows"
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_captured_split_plan_uses_fewer_splits_for_more_requests(device):
+    """A captured graph's SPLIT plan, made for one request, aims at ``split_programs``
+    programs for the batch it meets: with 1 request all its splits hold keys, with 6 each
+    sequence uses split_programs // (6 x KV heads) of them (the rest see no key), and with
+    zero-length padding requests at the end only the real ones count. Every answer
+    matches the reference."""
+    dtype, heads, kv_heads, hd = torch.float32, 4, 2, 32
+    splits, block_n = 6, 16
+    tiles = _small_tiles(heads, kv_heads, hd, 3, block_n)
+    ctx_long = 190 if device == "cpu" else 3000
+    launched = split_geometry(ctx_long + 3, splits, block_n)[1]  # 5 on CPU, 6 on GPU
+    cases = [  # (query lengths, contexts, splits each sequence should use)
+        ([3], [ctx_long], launched),
+        ([2, 3, 1, 2, 3, 2], [ctx_long] * 6, 1),
+        ([2, 3, 0, 0, 0, 0], [ctx_long, ctx_long, 0, 0, 0, 0], 3),
+    ]
+    for qlens, ctx, used in cases:
+        b = make_batch(qlens, ctx, heads, kv_heads, hd, 16, dtype, device, seed=sum(qlens))
+        num_tokens = b.q.shape[0]
+        ws = torch.full((split_workspace_numel(num_tokens, heads, launched, tiles.block_d),),
+                        float("nan"), dtype=torch.float32, device=device)
+        out = torch.full_like(b.q, float("nan"))
+        paged_attention_split(b.q, b.k_cache, b.v_cache, out, b.cu_seqlens_q, b.seq_lens,
+                              b.block_table, b.scale, max(qlens), ctx_long + 3, splits, tiles,
+                              ws, any_batch=True, min_split_keys=block_n,
+                              split_programs=6 * kv_heads)
+        assert_close(out, _ref(b), dtype, f"{qlens}")
+        # the sums of each (token, head, split): splits past the ones used saw no key
+        ml_plane = num_tokens * heads * launched
+        sums = ws[ml_plane * tiles.block_d + ml_plane:][:ml_plane].view(num_tokens, heads, launched)
+        if used > 1:  # (a causal row may see no key of the last split used)
+            assert (sums[:, :, :used - 1] > 0).all() and (sums[:, :, used - 1] > 0).any(), qlens
+            assert (sums[:, :, used:] == 0).all(), qlens
+        else:  # one split: attended whole, written directly (the reduction skips the row)
+            assert (sums[:, :, 0] == -1).all(), qlens
+
+
 @pytest.mark.cpu
 def test_choose_plan():
     """PAD when batch x heads fills the GPU or contexts are short (wide tiles
@@ -265,13 +306,12 @@ def test_choose_plan():
     assert choose_plan(2, 32, 32, 128, 5, 8192, sms).num_splits == 6
     assert choose_plan(7, 32, 32, 128, 5, 8192, sms).strategy == "pad"  # 224 programs
     assert small_batch.workspace_numel(5, 32) == 5 * 32 * small_batch.num_splits * (128 + 2)
-    # the step's own plan: sequences under 128 keys are not split; a captured graph's
-    # plan (contexts unknown) keeps short contexts whole up to 256 keys
-    assert small_batch.min_split_keys == MIN_SPLIT_TOKENS_EXACT
+    assert small_batch.min_split_keys == MIN_SPLIT_TOKENS == 128  # short ones are not split
+    assert small_batch.split_programs == 0  # the step's own plan: splits as chosen
+    # a captured graph's plan aims at ~3 programs an SM for whatever batch it meets
     graph = choose_plan(1, 32, 32, 128, 5, 8192, sms, any_batch=True)
-    assert graph.min_split_keys == MIN_SPLIT_TOKENS and graph.num_splits == 12
+    assert graph.num_splits == 12 and graph.split_programs == 396
     assert choose_plan(1, 32, 32, 128, 5, 1024, sms).num_splits == 8  # 1024 / 128
-    assert choose_plan(1, 32, 32, 128, 5, 1024, sms, any_batch=True).num_splits == 4
     assert choose_plan(64, 32, 32, 128, 5, 4096, sms, strategy="split").strategy == "split"
     assert small_batch.tiles == pick_tiles(32, 32, 128, 5)  # narrow tiles: 2 programs per SM
     assert choose_plan(1, 32, 32, 128, 5, 8192, sms, strategy="pad") == AttnPlan(

@@ -8,9 +8,9 @@ batch x KV heads x query tiles programs, each reading a whole context:
 * fewer, but >= ``WIDE_PAD_PROGRAMS_PER_SM``, or short contexts: PAD with
   128-key steps and 8 warps (more bytes in flight per program);
 * fewer still: SPLIT the KV length into at most ``SPLIT_PROGRAMS_PER_SM`` x SMs
-  programs (at least ``MIN_SPLIT_TOKENS_EXACT`` keys each for a step's own plan,
-  ``MIN_SPLIT_TOKENS`` for a captured graph's, on the host and per sequence on the
-  device), narrow tiles, then reduce.
+  programs (at least ``MIN_SPLIT_TOKENS`` keys each, on the host and per sequence on
+  the device; a captured graph's launch scales its splits down on the device when it
+  meets more requests than planned), narrow tiles, then reduce.
 
 All launches order programs head-major (``AttnTiles.head_fastest``).
 Thresholds from H200 and H100 sweeps of Llama-2-7B verification shapes
@@ -53,12 +53,13 @@ WIDE_PAD_PROGRAMS_PER_SM = 1.9
 # cached tokens (32.2 / 55.6 us against 34.5 / 57.1 for 8; FA3 33.3 / 56.0); batch 4: 3
 # splits (384 programs) beat 2 and 4 (session 27 tune)
 SPLIT_PROGRAMS_PER_SM = 3.0
-# the fewest keys a split gets when the plan is a captured graph's: it is chosen before any
-# context is known and must not cut the short contexts it may meet into pieces (session 23)
-MIN_SPLIT_TOKENS = 256
-# ... and when the plan is the step's own (the longest context known): batch 1 at 1024
-# cached tokens, 128-key splits 14.2 us against 16.8 / 17.4 for 256-key ones, FA3 14.7
-MIN_SPLIT_TOKENS_EXACT = 128
+# the fewest keys of a split, on the host and per sequence on the device: batch 1 at 1024
+# cached tokens, 128-key splits 14.2 us against 16.8 / 17.4 for 256-key ones, FA3 14.7;
+# captured graphs planned for 1-4 requests at contexts 200-1000 (bench_captured_plans):
+# 9.8-14.0 us against 12.2-16.5 with 256 (FA3 10.1-14.9). A captured plan made for few
+# requests that meets many splits less (`AttnPlan.split_programs`), which keeps their short
+# contexts whole, as 256 did (session 23: 64-key pieces of batch 8 at context 200, 28.6 us)
+MIN_SPLIT_TOKENS = 128
 SHORT_CONTEXT = 256  # keys; at or below this a split saves less than it costs (2 x 192-key
 # splits 11.3 us against PAD's 10.7 at 256 cached tokens, batch 1; 3 x 128 at 261: 9.8)
 
@@ -73,6 +74,9 @@ class AttnPlan:
     any_batch: bool = False
     # SPLIT: the fewest keys of a split; a sequence this short is not split
     min_split_keys: int = 0
+    # SPLIT, any_batch: programs to aim at for the requests a replay meets (see
+    # paged_attention_split); 0: always num_splits
+    split_programs: int = 0
 
     def workspace_numel(self, num_tokens: int, num_heads: int) -> int:
         """fp32 elements of the SPLIT workspace (0 for PAD)."""
@@ -118,10 +122,9 @@ def choose_plan(
     wide = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len, elem_size, wide=True)
     if strategy == "pad":
         return AttnPlan("pad", 1, wide, any_batch)
-    min_split = MIN_SPLIT_TOKENS if any_batch else MIN_SPLIT_TOKENS_EXACT
     splits = min(
         int(SPLIT_PROGRAMS_PER_SM * sms) // max(1, programs),
-        cdiv(max(1, max_seq_len), min_split),
+        cdiv(max(1, max_seq_len), MIN_SPLIT_TOKENS),
         MAX_SPLITS,
     )
     if strategy == "auto" and splits <= 1:
@@ -130,7 +133,8 @@ def choose_plan(
     # split programs use the narrow tiles: two fit on an SM (H100 sweep: batch 4,
     # 3 splits, 64-key tiles 98.7 us against 109.6 us for the wide ones at ctx 4096)
     return AttnPlan("split", split_geometry(max_seq_len, splits, tiles.block_n)[1], tiles,
-                    any_batch, min_split)
+                    any_batch, MIN_SPLIT_TOKENS,
+                    int(SPLIT_PROGRAMS_PER_SM * sms) if any_batch and strategy == "auto" else 0)
 
 
 def paged_attention(
@@ -167,5 +171,5 @@ def paged_attention(
     return paged_attention_split(
         q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table,
         scale, max_query_len, max_seq_len, plan.num_splits, plan.tiles, workspace, check,
-        plan.any_batch, plan.min_split_keys,
+        plan.any_batch, plan.min_split_keys, plan.split_programs,
     )

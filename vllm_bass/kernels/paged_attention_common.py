@@ -128,6 +128,22 @@ def find_sequence(cu_seqlens_q_ptr, tile, num_seqs, q_per_tile):
 
 
 @triton.jit
+def active_sequences(cu_seqlens_q_ptr, num_seqs):
+    """Sequences before the zero-length padding requests of a captured batch: the first s
+    with cu_seqlens_q[s] == cu_seqlens_q[num_seqs] (binary search)."""
+    total = tl.load(cu_seqlens_q_ptr + num_seqs)
+    lo = tl.full([], 0, tl.int32)
+    hi = tl.full([], num_seqs, tl.int32)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if tl.load(cu_seqlens_q_ptr + mid) < total:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@triton.jit
 def query_tile_ids(cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile,
                    HEAD_FASTEST: tl.constexpr, ANY_BATCH: tl.constexpr):
     """(sequence, query tile, KV head) of this program (see AttnTiles.head_fastest).

@@ -29,6 +29,7 @@ import triton.language as tl
 
 from vllm_bass.kernels.paged_attention_common import (
     AttnTiles,
+    active_sequences,
     attend_kv_range,
     cdiv,
     check_inputs,
@@ -76,6 +77,7 @@ def _paged_attention_split_kernel(
     ml_base: tl.int64,
     ml_plane: tl.int64,  # num_tokens * num_heads * num_splits
     min_split_keys,  # a multiple of BLOCK_N
+    split_programs,  # ANY_BATCH: programs to aim at for the batch met (0: all splits)
     out_ptr,
     stride_ot: tl.int64,
     stride_oh,
@@ -110,7 +112,15 @@ def _paged_attention_split_kernel(
     part_row = (tok * num_heads + head) * num_splits + split
 
     kv_end = tl.minimum(seq_len, ctx_len + tl.minimum(q_len, tile_q0 + q_per_tile))
-    split_len = tl.maximum(tl.cdiv(tl.cdiv(seq_len, num_splits), BLOCK_N) * BLOCK_N,
+    use_splits = num_splits
+    if ANY_BATCH:
+        if split_programs > 0:
+            # a captured graph's plan met more requests than it was made for: fewer,
+            # longer splits (the ones past them see no key), as a plan for this batch
+            kv_heads = tl.num_programs(0) if HEAD_FASTEST else tl.num_programs(1)
+            met = tl.maximum(active_sequences(cu_seqlens_q_ptr, num_seqs), 1) * kv_heads
+            use_splits = tl.minimum(tl.maximum(split_programs // met, 1), num_splits)
+    split_len = tl.maximum(tl.cdiv(tl.cdiv(seq_len, use_splits), BLOCK_N) * BLOCK_N,
                            min_split_keys)
     whole = seq_len <= split_len  # split 0 attends the whole sequence and writes `out`
     if whole & (split > 0):
@@ -222,6 +232,7 @@ def paged_attention_split(
     check: bool = True,
     any_batch: bool = False,
     min_split_keys: int = 0,
+    split_programs: int = 0,
 ) -> torch.Tensor:
     """Split-KV causal paged attention. ``max_seq_len`` (an upper bound is
     fine, e.g. max_model_len for a CUDA graph) and ``num_splits`` are host ints. ``workspace``: an fp32 tensor of at
@@ -230,7 +241,10 @@ def paged_attention_split(
     skips the input asserts (the backend checks the first layer of a step). ``any_batch``:
     the grid serves any query lengths (see paged_attention_pad). ``min_split_keys``: the
     fewest keys of a sequence's split (rounded up to the key block): shorter contexts are
-    not split (see the module's docstring)."""
+    not split (see the module's docstring). ``split_programs`` (``any_batch`` only): the
+    programs a launch aims at; each sequence then uses min(num_splits, split_programs //
+    (requests met x KV heads)) splits, so a captured plan made for few requests that
+    meets many is not cut finer than a plan made for them (0: always num_splits)."""
     if check:
         check_inputs(q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table)
         assert 1 <= num_splits <= MAX_SPLITS, num_splits
@@ -263,7 +277,7 @@ def paged_attention_split(
     min_keys = cdiv(max(0, min_split_keys), tiles.block_n) * tiles.block_n
     _paged_attention_split_kernel[grid](
         *args, workspace, num_heads, num_splits, ml_base, ml_plane, min_keys,
-        out, out.stride(0), out.stride(1), **meta)
+        split_programs if any_batch else 0, out, out.stride(0), out.stride(1), **meta)
     _split_reduce_kernel[(num_tokens, num_heads)](
         workspace, out, cu_seqlens_q,
         out.stride(0), out.stride(1), batch, num_heads, num_splits, ml_base, ml_plane,
