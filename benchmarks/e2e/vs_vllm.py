@@ -448,7 +448,8 @@ def plain_row(rows, batch):
 
 
 # The H100's measured device-to-device copy bandwidth (session 7's kernel benchmark,
-# `benchmarks/results/paged_attention_bench_h100_s7.json`, copy_bandwidth_gbps): MBU is over
+# `git show 82a5483:benchmarks/results/paged_attention_bench_h100_s7.json`,
+# copy_bandwidth_gbps; session 27's sweep measured 3019 GB/s again): MBU is over
 # what the memory system delivered, not the datasheet's 3.35 TB/s.
 MEASURED_COPY_BYTES_PER_S = 3019.86e9
 UTILISATION_BATCHES = (1, 8, 32, 64)
