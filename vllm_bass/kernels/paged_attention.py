@@ -54,7 +54,7 @@ WIDE_PAD_PROGRAMS_PER_SM = 1.9
 # splits (384 programs) beat 2 and 4 (session 27 tune)
 SPLIT_PROGRAMS_PER_SM = 3.0
 # the fewest keys of a split, on the host and per sequence on the device: batch 1 at 1024
-# cached tokens, 128-key splits 14.2 us against 16.8 / 17.4 for 256-key ones, FA3 14.7;
+# cached tokens, 128-key splits 14.2 us against 16.8 for four 256-key ones, FA3 14.7;
 # captured graphs planned for 1-4 requests at contexts 200-1000 (bench_captured_plans):
 # 9.8-14.0 us against 12.2-16.5 with 256 (FA3 10.1-14.9). A captured plan made for few
 # requests that meets many splits less (`AttnPlan.split_programs`), which keeps their short
