@@ -275,6 +275,8 @@ def paged_attention_split(
     args, meta = launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale,
                              tiles, num_q_tiles, any_batch)
     min_keys = cdiv(max(0, min_split_keys), tiles.block_n) * tiles.block_n
+    if split_programs // max(1, batch * num_kv_heads) >= num_splits:
+        split_programs = 0  # all splits even when every request is real: no count needed
     _paged_attention_split_kernel[grid](
         *args, workspace, num_heads, num_splits, ml_base, ml_plane, min_keys,
         split_programs if any_batch else 0, out, out.stride(0), out.stride(1), **meta)
