@@ -71,7 +71,6 @@ def test_target_and_draft_layers_get_their_own_tiles(device, strategy, case, mon
     from vllm_bass.kernels import paged_attention as pa
 
     monkeypatch.setattr(pa, "MIN_SPLIT_TOKENS", 16 if strategy == "split" else 1 << 30)
-
     monkeypatch.setattr(pa, "SHORT_CONTEXT", 0)
     monkeypatch.setattr(pa, "num_sms", lambda device=None: 64)
     qlens, ctx = CASES[case]
