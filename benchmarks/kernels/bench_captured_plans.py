@@ -85,7 +85,8 @@ def main():
                 variants = {f"bound{bound}": plan}
                 if plan.strategy == "split":
                     variants[f"bound{bound}_nomin"] = dataclasses.replace(plan, min_split_keys=0)
-                    variants[f"bound{bound}_min128"] = dataclasses.replace(plan, min_split_keys=128)
+                    # the minimum before session 27 (the plan's own is MIN_SPLIT_TOKENS, 128)
+                    variants[f"bound{bound}_min256"] = dataclasses.replace(plan, min_split_keys=256)
                 for name, p in variants.items():
                     times[name] = bench_graph(graph_fns(case, p))
                     out = case.out0()
