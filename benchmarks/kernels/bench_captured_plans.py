@@ -6,7 +6,8 @@ contexts up to max_model_len (`BassAttentionMetadataBuilder.build_for_cudagraph_
 since session 23 it caps the bound at `PLANNED_DRAFTS`, which this measurement motivated).
 This times, graph-captured on a Llama-2-7B layer (32 heads, head size 128, bf16), the
 batches that then replay (B requests of q tokens, contexts ctx) under the plan each bound
-gets, with and without SPLIT's per-sequence minimum split length, against FA3.
+gets, SPLIT plans also on PAD's wide tiles, and the plan made for the very batch replayed,
+against FA3.
 
     python benchmarks/kernels/bench_captured_plans.py --out DIR
 
@@ -40,7 +41,7 @@ from bench_paged_attention import (  # noqa: E402
 from vllm_bass.kernels.paged_attention import choose_plan, num_sms, paged_attention  # noqa: E402
 
 MAX_MODEL_LEN = 4352
-BOUNDS = (2, 8, 16)
+BOUNDS = (2, 8)  # the engine plans for at most PLANNED_DRAFTS (8) drafts
 # (requests, tokens each); batch 1-4: where a lone request's short context meets a graph
 # planned for SPLIT (session 27)
 SHAPES = [(1, 5), (1, 9), (2, 9), (4, 5), (8, 3), (8, 5), (32, 2), (32, 3), (32, 5)]
@@ -84,9 +85,16 @@ def main():
                 plan = captured_plan(bound, case.T, batch, sms)
                 variants = {f"bound{bound}": plan}
                 if plan.strategy == "split":
-                    variants[f"bound{bound}_nomin"] = dataclasses.replace(plan, min_split_keys=0)
-                    # the minimum before session 27 (the plan's own is MIN_SPLIT_TOKENS, 128)
-                    variants[f"bound{bound}_min256"] = dataclasses.replace(plan, min_split_keys=256)
+                    # the split plan on the wide tiles PAD uses (a replay that meets many
+                    # requests runs each sequence whole, as PAD does)
+                    wide = choose_plan(batch, HEADS, KV_HEADS, HEAD_SIZE, q, MAX_MODEL_LEN, sms,
+                                       strategy="pad", any_batch=True).tiles
+                    variants[f"bound{bound}_wide"] = dataclasses.replace(plan, tiles=wide)
+                if bound == BOUNDS[-1]:
+                    # what a plan made for this very batch does in a graph (the bound a
+                    # per-step plan would reach)
+                    variants["exact"] = choose_plan(batch, HEADS, KV_HEADS, HEAD_SIZE, q,
+                                                    MAX_MODEL_LEN, sms, any_batch=True)
                 for name, p in variants.items():
                     times[name] = bench_graph(graph_fns(case, p))
                     out = case.out0()

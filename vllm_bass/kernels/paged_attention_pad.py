@@ -68,10 +68,8 @@ def _paged_attention_pad_kernel(
     HEAD_FASTEST: tl.constexpr,
     ANY_BATCH: tl.constexpr,
 ):
-    seq, q_tile, kv_head = query_tile_ids(cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile,
-                                          HEAD_FASTEST, ANY_BATCH)
-    q_start = tl.load(cu_seqlens_q_ptr + seq)
-    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    seq, q_tile, kv_head, q_start, q_len, _ = query_tile_ids(
+        cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile, HEAD_FASTEST, ANY_BATCH)
     tile_q0 = q_tile * q_per_tile
     if tile_q0 >= q_len:
         return  # padding tile of a shorter sequence

@@ -29,7 +29,6 @@ import triton.language as tl
 
 from vllm_bass.kernels.paged_attention_common import (
     AttnTiles,
-    active_sequences,
     attend_kv_range,
     cdiv,
     check_inputs,
@@ -91,14 +90,12 @@ def _paged_attention_split_kernel(
     HEAD_FASTEST: tl.constexpr,
     ANY_BATCH: tl.constexpr,
 ):
-    seq, q_tile, kv_head = query_tile_ids(cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile,
-                                          HEAD_FASTEST, ANY_BATCH)
+    seq, q_tile, kv_head, q_start, q_len, active = query_tile_ids(
+        cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile, HEAD_FASTEST, ANY_BATCH)
     split = tl.program_id(2)
     part_o_ptr = ws_ptr
     part_ml_ptr = ws_ptr + ml_base
 
-    q_start = tl.load(cu_seqlens_q_ptr + seq)
-    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
     tile_q0 = q_tile * q_per_tile
     if tile_q0 >= q_len:
         return
@@ -118,7 +115,7 @@ def _paged_attention_split_kernel(
             # a captured graph's plan met more requests than it was made for: fewer,
             # longer splits (the ones past them see no key), as a plan for this batch
             kv_heads = tl.num_programs(0) if HEAD_FASTEST else tl.num_programs(1)
-            met = tl.maximum(active_sequences(cu_seqlens_q_ptr, num_seqs), 1) * kv_heads
+            met = tl.maximum(active, 1) * kv_heads
             use_splits = tl.minimum(tl.maximum(split_programs // met, 1), num_splits)
     split_len = tl.maximum(tl.cdiv(tl.cdiv(seq_len, use_splits), BLOCK_N) * BLOCK_N,
                            min_split_keys)
