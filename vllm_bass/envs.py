@@ -38,6 +38,10 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
     "VLLM_BASS_PREFILL_FA3": (
         "1", "0: our attention backend runs prefill steps (a query of 64+ tokens) with its own "
              "kernels too, not FA3's (A/B measurements)"),
+    "VLLM_BASS_ATTENTION_PDL": (
+        "1", "0: our attention kernels launch after the KV-cache write (and SPLIT's "
+             "reduction after its splits) ends, not overlapped with it through Hopper's "
+             "programmatic dependent launch (A/B measurements)"),
     "VLLM_BASS_EAGER_COUNT_CORRECTION": (
         "1", "0: keep vLLM's torch.compile'd async draft-count correction in BASS engines "
              "(recompiles of 0.4-1 s inside serving steps as batch sizes change)"),

@@ -104,6 +104,9 @@ EXTRA_SYSTEMS[f"bass_default{FIRST_PASS_AB}"] = {}
 # BASS that drafts once and is then off for good (the test aid's forced off-cycle): what
 # BASS's off-steps cost against plain decoding, the floor auto-off falls back to
 EXTRA_SYSTEMS["bass_off"] = {}
+# our attention without programmatic dependent launch (VLLM_BASS_ATTENTION_PDL=0): each
+# kernel waits for the one before it to end (session 28's A/B)
+EXTRA_SYSTEMS["bass_nopdl"] = {}
 # plain decoding on vLLM's V1 model runner, the one every draft_model engine (vLLM's and
 # BASS) runs on; vLLM 0.27.1 runs plain decoding of Llama on its V2 runner by default
 PLAIN_SYSTEMS = ("plain", "plain_v1")
@@ -115,6 +118,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_BASS_TEST_OFF_CYCLE": f"1,{10 ** 9}"}
     if system == "plain_v1":
         return {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+    if system == "bass_nopdl":
+        return {"VLLM_BASS_ATTENTION_PDL": "0"}
     return {"VLLM_BASS_FIRST_PASS_GRAPHS": "0"} if system.endswith(FIRST_PASS_AB) else {}
 
 

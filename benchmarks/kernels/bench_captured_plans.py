@@ -7,7 +7,9 @@ since session 23 it caps the bound at `PLANNED_DRAFTS`, which this measurement m
 This times, graph-captured on a Llama-2-7B layer (32 heads, head size 128, bf16), the
 batches that then replay (B requests of q tokens, contexts ctx) under the plan each bound
 gets, SPLIT plans also on PAD's wide tiles, and the plan made for the very batch replayed,
-against FA3.
+against FA3; each layer first writes its new tokens' K/V into the cache (ours: our
+kernel, overlapped with the attention through PDL on Hopper, also timed without; FA3:
+vLLM's `reshape_and_cache_flash`), as the engine's layers do.
 
     python benchmarks/kernels/bench_captured_plans.py --out DIR
 
@@ -32,13 +34,16 @@ from bench_paged_attention import (  # noqa: E402
     HEAD_SIZE,
     HEADS,
     KV_HEADS,
+    PAGE,
     Case,
     bench_graph,
     get_fa3,
     make_cache,
 )
 
+from vllm_bass.kernels import paged_attention_common  # noqa: E402
 from vllm_bass.kernels.paged_attention import choose_plan, num_sms, paged_attention  # noqa: E402
+from vllm_bass.kernels.reshape_and_cache import reshape_and_cache  # noqa: E402
 
 MAX_MODEL_LEN = 4352
 BOUNDS = (2, 8)  # the engine plans for at most PLANNED_DRAFTS (8) drafts
@@ -56,20 +61,69 @@ def captured_plan(bound: int, tokens: int, num_reqs: int, sms: int):
                        any_batch=True)
 
 
-def graph_fns(case: Case, plan):
+def new_kv(case: Case):
+    """The step's new keys and values and, per input set, the cache slots of their positions
+    (what the layer writes before it attends), or None (--no-cache-write)."""
+    g = torch.Generator(device="cuda").manual_seed(case.ctx + case.B)
+    key = torch.randn(case.T, KV_HEADS, HEAD_SIZE, dtype=DTYPE, device="cuda", generator=g)
+    value = torch.randn_like(key)
+    slots = []
+    for bt in case.block_tables:
+        rows = []
+        for s, q in enumerate(case.qlens):
+            pos = torch.arange(case.ctx, case.ctx + q, device="cuda")
+            rows.append(bt[s, pos // PAGE].long() * PAGE + pos % PAGE)
+        slots.append(torch.cat(rows))
+    return key, value, slots
+
+
+def graph_fns(case: Case, plan, kv=None):
     ws = torch.empty(max(1, plan.workspace_numel(case.T, HEADS)), dtype=torch.float32,
                      device="cuda")
-    return [
-        (lambda q=q, o=o, bt=bt: paged_attention(
-            q, case.k_cache, case.v_cache, o, case.cu, case.seq_lens, bt, case.scale,
-            case.max_q, MAX_MODEL_LEN, plan=plan, workspace=ws, check=False))
-        for q, o, bt in zip(case.qs, case.outs, case.block_tables)
-    ]
+
+    def step(q, o, bt, slot):
+        if kv is not None:
+            reshape_and_cache(kv[0], kv[1], case.k_cache, case.v_cache, slot)
+        paged_attention(q, case.k_cache, case.v_cache, o, case.cu, case.seq_lens, bt,
+                        case.scale, case.max_q, MAX_MODEL_LEN, plan=plan, workspace=ws,
+                        check=False)
+
+    slots = kv[2] if kv is not None else [None] * len(case.qs)
+    return [(lambda q=q, o=o, bt=bt, sl=sl: step(q, o, bt, sl))
+            for q, o, bt, sl in zip(case.qs, case.outs, case.block_tables, slots)]
+
+
+def fa3_graph_fns(case: Case, fa3, fa3_sched, kv=None):
+    """FA3 as vLLM's FLASH_ATTN backend runs it: vLLM's cache write, then the kernel."""
+    attn = case.fa3_fns(fa3, fa3_sched)
+    if kv is None:
+        return attn
+    from vllm import _custom_ops as ops
+
+    one = torch.ones((), dtype=torch.float32, device="cuda")
+
+    def step(f, slot):
+        ops.reshape_and_cache_flash(kv[0], kv[1], case.k_cache, case.v_cache, slot, "auto",
+                                    one, one)
+        f()
+
+    return [(lambda f=f, sl=sl: step(f, sl)) for f, sl in zip(attn, kv[2])]
+
+
+def timed(fns, pdl: bool | None) -> float:
+    """Graph-timed, with PDL forced on / off (None: the default)."""
+    paged_attention_common.PDL_OVERRIDE = pdl
+    try:
+        return bench_graph(fns)
+    finally:
+        paged_attention_common.PDL_OVERRIDE = None
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
+    ap.add_argument("--no-cache-write", action="store_true",
+                    help="time the attention alone (before session 28: no KV-cache write)")
     args = ap.parse_args()
     sms = num_sms(torch.device("cuda"))
     fa3, fa3_sched, fa3_err = get_fa3()
@@ -79,6 +133,7 @@ def main():
         for batch, q in SHAPES:
             case = Case(cache, batch, [q] * batch, ctx, rng_seed=ctx + batch + q)
             times, plans, ref = {}, {}, None
+            kv = None if args.no_cache_write else new_kv(case)
             for bound in BOUNDS:
                 if bound + 1 < q:
                     continue
@@ -95,8 +150,13 @@ def main():
                     # per-step plan would reach)
                     variants["exact"] = choose_plan(batch, HEADS, KV_HEADS, HEAD_SIZE, q,
                                                     MAX_MODEL_LEN, sms, any_batch=True)
+                if bound == BOUNDS[-1]:
+                    # the same plan with the attention waiting for the cache write to end
+                    # (and SPLIT's reduction for the splits) instead of overlapping it
+                    variants[f"bound{bound}_nopdl"] = plan
                 for name, p in variants.items():
-                    times[name] = bench_graph(graph_fns(case, p))
+                    times[name] = timed(graph_fns(case, p, kv),
+                                        False if name.endswith("_nopdl") else None)
                     out = case.out0()
                     ref = out if ref is None else ref
                     err = (out - ref).abs().max().item()
@@ -104,13 +164,14 @@ def main():
                                        block_m=p.tiles.block_m, block_n=p.tiles.block_n,
                                        min_split_keys=p.min_split_keys, max_abs_diff=err)
             if fa3 is not None:
-                times["fa3"] = bench_graph(case.fa3_fns(fa3, fa3_sched))
+                times["fa3"] = bench_graph(fa3_graph_fns(case, fa3, fa3_sched, kv))
             rows.append(dict(context=ctx, batch=batch, query_len=q, graph_us=times, plans=plans))
             print(ctx, batch, q, {k: round(v, 1) for k, v in times.items()}, flush=True)
     os.makedirs(args.out, exist_ok=True)
     meta = dict(gpu=torch.cuda.get_device_name(0), sms=sms, max_model_len=MAX_MODEL_LEN,
                 heads=HEADS, kv_heads=KV_HEADS, head_size=HEAD_SIZE, dtype=str(DTYPE),
-                fa3_error=fa3_err)
+                fa3_error=fa3_err, cache_write=not args.no_cache_write,
+                pdl=paged_attention_common.pdl_enabled(torch.device("cuda")))
     with open(os.path.join(args.out, "captured_plans.json"), "w") as f:
         json.dump(dict(meta=meta, rows=rows), f, indent=1)
     names = sorted({k for r in rows for k in r["graph_us"]})

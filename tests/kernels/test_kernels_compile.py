@@ -37,7 +37,10 @@ def compile_all() -> list[str]:
     for kernel in (_paged_attention_pad_kernel, _paged_attention_split_kernel):
         for any_batch in (True, False):
             for ones in ({"num_seqs": 1, "q_per_tile": 1, "num_q_tiles": 1}, {}):
-                fixed = {**meta, "ANY_BATCH": any_batch, **ones}
+                # the engine's graphs launch with PDL (Hopper), eager steps too: both
+                # branches compile with both grids
+                pdl = any_batch == bool(ones)
+                fixed = {**meta, "ANY_BATCH": any_batch, "PDL": pdl, **ones}
                 signature, constexprs = {}, {}
                 for i, name in enumerate(kernel.arg_names):
                     if kernel.params[i].is_constexpr or name in fixed:
@@ -54,15 +57,43 @@ def compile_all() -> list[str]:
                     ASTSource(fn=kernel, signature=signature, constexprs=constexprs),
                     target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, num_stages=3))
                 assert "ptx" in compiled.asm and ".entry" in compiled.asm["ptx"]
+                assert ("griddepcontrol.wait" in compiled.asm["ptx"]) == pdl
                 done.append(f"{kernel.fn.__name__} any_batch={any_batch} ones={bool(ones)}")
     done += compile_accept_and_emit()
     done += compile_keyed_sample()
+    done += compile_pdl_neighbours()
     return done
 
 
-def _compile_sm90(kernel, fixed: dict, pointers: dict, num_warps: int) -> None:
+def compile_pdl_neighbours() -> list[str]:
+    """SPLIT's reduction (waits for the splits) and the KV-cache write (lets the attention
+    after it start), with and without PDL."""
+    from vllm_bass.kernels.paged_attention_split import _split_reduce_kernel
+    from vllm_bass.kernels.reshape_and_cache import _reshape_and_cache_kernel
+
+    done = []
+    for pdl in (False, True):
+        _compile_sm90(_split_reduce_kernel, {"HEAD_SIZE": 128, "BLOCK_D": 128, "SPLITS_PAD": 16,
+                                             "PDL": pdl},
+                      {"ws_ptr": "*fp32", "out_ptr": "*bf16", "cu_seqlens_q_ptr": "*i32",
+                       "ml_base": "i64", "ml_plane": "i64", "stride_ot": "i64"}, num_warps=2,
+                      ptx_has="griddepcontrol.wait" if pdl else None)
+        _compile_sm90(_reshape_and_cache_kernel, {"PAGE_SIZE": 16, "HEAD_SIZE": 128,
+                                                  "BLOCK_H": 8, "BLOCK_D": 128,
+                                                  "LAUNCH_DEPENDENTS": pdl},
+                      {"key_ptr": "*bf16", "value_ptr": "*bf16", "k_cache_ptr": "*bf16",
+                       "v_cache_ptr": "*bf16", "slot_mapping_ptr": "*i64", "stride_kt": "i64",
+                       "stride_vt": "i64", "stride_kcb": "i64", "stride_kct": "i64",
+                       "stride_vcb": "i64", "stride_vct": "i64"}, num_warps=4,
+                      ptx_has="griddepcontrol.launch_dependents" if pdl else None)
+        done += [f"split_reduce pdl={pdl}", f"reshape_and_cache pdl={pdl}"]
+    return done
+
+
+def _compile_sm90(kernel, fixed: dict, pointers: dict, num_warps: int,
+                  ptx_has: str | None = None) -> None:
     """Compile `kernel` to PTX for sm_90: `fixed` names its constexprs, `pointers` its pointer
-    types; every other argument an i32."""
+    types; every other argument an i32. `ptx_has`: an instruction the PTX must hold."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -77,6 +108,8 @@ def _compile_sm90(kernel, fixed: dict, pointers: dict, num_warps: int) -> None:
     compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constexprs),
                               target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps))
     assert "ptx" in compiled.asm and ".entry" in compiled.asm["ptx"]
+    if ptx_has:
+        assert ptx_has in compiled.asm["ptx"], (kernel.fn.__name__, ptx_has)
 
 
 def compile_keyed_sample() -> list[str]:
@@ -120,7 +153,7 @@ def test_kernels_compile_for_sm90():
     run = subprocess.run([sys.executable, __file__], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert run.stdout.count("compiled") == 16, run.stdout
+    assert run.stdout.count("compiled") == 20, run.stdout
 
 
 if __name__ == "__main__":

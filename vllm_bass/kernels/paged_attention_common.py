@@ -23,12 +23,20 @@ sees keys 0..that position (causal within the new tokens).
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
+
+from vllm_bass import envs
+
+try:  # Hopper's grid dependency control (Triton >= 3.3)
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:  # pragma: no cover - older Triton: PDL stays off (pdl_enabled)
+    gdc_launch_dependents = gdc_wait = None
 
 LOG2E = 1.4426950408889634
 
@@ -311,9 +319,10 @@ def dot_upcast(dtype: torch.dtype) -> bool:
 
 
 def launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale, tiles,
-                num_q_tiles, any_batch=False):
+                num_q_tiles, any_batch=False, pdl=False):
     """The leading positional arguments shared by the PAD and SPLIT kernels, and the
-    launch's meta-parameters (constexprs, warps, stages)."""
+    launch's meta-parameters (constexprs, warps, stages; ``pdl``: a programmatic dependent
+    launch, see pdl_enabled)."""
     args = (
         q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table,
         q.stride(0), q.stride(1), block_table.stride(0),
@@ -326,10 +335,38 @@ def launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale,
         PAGE_SIZE=k_cache.shape[1], HEAD_SIZE=q.shape[2],
         BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n, BLOCK_D=tiles.block_d,
         DOT_PRECISION=dot_precision(q.dtype), DOT_UPCAST=dot_upcast(q.dtype),
-        HEAD_FASTEST=tiles.head_fastest, ANY_BATCH=any_batch,
+        HEAD_FASTEST=tiles.head_fastest, ANY_BATCH=any_batch, PDL=pdl,
         num_warps=tiles.num_warps, num_stages=tiles.num_stages,
     )
+    if pdl:
+        meta["launch_pdl"] = True
     return args, meta
+
+
+# benchmarks' A/B switch: None follows VLLM_BASS_ATTENTION_PDL and the device
+PDL_OVERRIDE: bool | None = None
+
+
+@functools.lru_cache(maxsize=8)
+def _pdl_supported(device_index: int, honour_env: bool = True) -> bool:
+    """(Cached: the eager launch path asks for every layer.)"""
+    return (gdc_wait is not None and os.environ.get("TRITON_INTERPRET", "0") != "1"
+            and (not honour_env or envs.flag("VLLM_BASS_ATTENTION_PDL"))
+            and torch.cuda.get_device_capability(device_index)[0] >= 9)
+
+
+def pdl_enabled(device: torch.device) -> bool:
+    """Programmatic dependent launch (Hopper): a kernel launched with it starts while the
+    one before it still runs, does what needs none of that kernel's writes (finding its
+    request, loading its queries and lengths), then waits (gdc_wait) before it reads the
+    KV cache. The KV-cache write before attention and SPLIT's reduction after its splits
+    then overlap their neighbour's tail instead of paying a launch each."""
+    if device.type != "cuda":
+        return False
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if PDL_OVERRIDE is not None:
+        return PDL_OVERRIDE and _pdl_supported(index, honour_env=False)
+    return _pdl_supported(index)
 
 
 def check_inputs(q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table) -> None:

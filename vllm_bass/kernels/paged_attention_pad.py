@@ -21,10 +21,12 @@ from vllm_bass.kernels.paged_attention_common import (
     attend_kv_range,
     cdiv,
     check_inputs,
+    gdc_wait,
     launch_args,
     load_query_tile,
     paged_attention_ref,
     num_seq_tiles,
+    pdl_enabled,
     pick_tiles,
     query_tile_ids,
     store_normalised_output,
@@ -67,6 +69,7 @@ def _paged_attention_pad_kernel(
     DOT_UPCAST: tl.constexpr,
     HEAD_FASTEST: tl.constexpr,
     ANY_BATCH: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     seq, q_tile, kv_head, q_start, q_len, _ = query_tile_ids(
         cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile, HEAD_FASTEST, ANY_BATCH)
@@ -80,6 +83,8 @@ def _paged_attention_pad_kernel(
         q_per_tile, HEAD_SIZE, BLOCK_M, BLOCK_D,
     )
     kv_hi = tl.minimum(seq_len, ctx_len + tl.minimum(q_len, tile_q0 + q_per_tile))
+    if PDL:
+        gdc_wait()  # the KV-cache write of this step's tokens has ended
 
     acc, m_i, l_i = attend_kv_range(
         q, q_pos, k_cache_ptr, v_cache_ptr,
@@ -129,6 +134,6 @@ def paged_attention_pad(
     if tiles.head_fastest:
         grid = grid[::-1]
     args, meta = launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale,
-                             tiles, num_q_tiles, any_batch)
+                             tiles, num_q_tiles, any_batch, pdl_enabled(q.device))
     _paged_attention_pad_kernel[grid](*args, out, out.stride(0), out.stride(1), **meta)
     return out

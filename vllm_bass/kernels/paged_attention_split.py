@@ -32,11 +32,14 @@ from vllm_bass.kernels.paged_attention_common import (
     attend_kv_range,
     cdiv,
     check_inputs,
+    gdc_launch_dependents,
+    gdc_wait,
     launch_args,
     load_query_tile,
     next_pow2,
     paged_attention_ref,
     num_seq_tiles,
+    pdl_enabled,
     pick_tiles,
     query_tile_ids,
     store_normalised_output,
@@ -89,7 +92,11 @@ def _paged_attention_split_kernel(
     DOT_UPCAST: tl.constexpr,
     HEAD_FASTEST: tl.constexpr,
     ANY_BATCH: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    if PDL:
+        # the reduction may be scheduled once every split program has started
+        gdc_launch_dependents()
     seq, q_tile, kv_head, q_start, q_len, active = query_tile_ids(
         cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile, HEAD_FASTEST, ANY_BATCH)
     split = tl.program_id(2)
@@ -122,6 +129,8 @@ def _paged_attention_split_kernel(
     whole = seq_len <= split_len  # split 0 attends the whole sequence and writes `out`
     if whole & (split > 0):
         return
+    if PDL:
+        gdc_wait()  # the KV-cache write of this step's tokens has ended
     kv_lo = split * split_len
     if kv_lo >= kv_end:
         # nothing to see in this split: a zero-weight entry for the reduction
@@ -167,8 +176,11 @@ def _split_reduce_kernel(
     HEAD_SIZE: tl.constexpr,
     BLOCK_D: tl.constexpr,
     SPLITS_PAD: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     """out[token, head] = sum_j w_j acc_j / sum_j w_j l_j, w_j = 2^(m_j - max m)."""
+    if PDL:
+        gdc_wait()  # every split has written its partials
     part_o_ptr = ws_ptr
     part_ml_ptr = ws_ptr + ml_base
     tok = tl.program_id(0).to(tl.int64)
@@ -269,8 +281,9 @@ def paged_attention_split(
     grid = (seq_tiles, num_kv_heads, num_splits)
     if tiles.head_fastest:
         grid = (num_kv_heads, seq_tiles, num_splits)
+    pdl = pdl_enabled(q.device)
     args, meta = launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale,
-                             tiles, num_q_tiles, any_batch)
+                             tiles, num_q_tiles, any_batch, pdl)
     min_keys = cdiv(max(0, min_split_keys), tiles.block_n) * tiles.block_n
     if split_programs // max(1, batch * num_kv_heads) >= num_splits:
         split_programs = 0  # all splits even when every request is real: no count needed
@@ -281,7 +294,7 @@ def paged_attention_split(
         workspace, out, cu_seqlens_q,
         out.stride(0), out.stride(1), batch, num_heads, num_splits, ml_base, ml_plane,
         HEAD_SIZE=head_size, BLOCK_D=tiles.block_d,
-        SPLITS_PAD=max(2, next_pow2(num_splits)),
-        num_warps=2,
+        SPLITS_PAD=max(2, next_pow2(num_splits)), PDL=pdl,
+        num_warps=2, **({"launch_pdl": True} if pdl else {}),
     )
     return out

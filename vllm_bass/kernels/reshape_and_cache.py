@@ -13,7 +13,12 @@ import torch
 import triton
 import triton.language as tl
 
-from vllm_bass.kernels.paged_attention_common import cdiv, next_pow2
+from vllm_bass.kernels.paged_attention_common import (
+    cdiv,
+    gdc_launch_dependents,
+    next_pow2,
+    pdl_enabled,
+)
 
 
 @triton.jit
@@ -38,7 +43,11 @@ def _reshape_and_cache_kernel(
     HEAD_SIZE: tl.constexpr,
     BLOCK_H: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    LAUNCH_DEPENDENTS: tl.constexpr,
 ):
+    if LAUNCH_DEPENDENTS:
+        # the attention after this may start its prologue (paged_attention_common.pdl_enabled)
+        gdc_launch_dependents()
     tok = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_mapping_ptr + tok).to(tl.int64)
     if slot < 0:
@@ -89,7 +98,7 @@ def reshape_and_cache(
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
         num_kv_heads,
         PAGE_SIZE=page_size, HEAD_SIZE=head_size, BLOCK_H=block_h, BLOCK_D=block_d,
-        num_warps=4,
+        LAUNCH_DEPENDENTS=pdl_enabled(key.device), num_warps=4,
     )
 
 
