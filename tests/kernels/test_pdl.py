@@ -61,10 +61,11 @@ def test_attention_after_the_cache_write_reads_what_it_wrote(strategy, graph):
     ws = torch.empty(max(1, plan.workspace_numel(b.q.shape[0], heads)), dtype=torch.float32,
                      device="cuda")
     out = torch.empty_like(b.q)
+    nan = torch.full((), float("nan"), dtype=dtype, device="cuda")  # no host copy in a capture
 
     def step():
-        b.k_cache[blk, off] = float("nan")
-        b.v_cache[blk, off] = float("nan")
+        b.k_cache.index_put_((blk, off), nan)
+        b.v_cache.index_put_((blk, off), nan)
         reshape_and_cache(key, value, b.k_cache, b.v_cache, slots)
         paged_attention(b.q, b.k_cache, b.v_cache, out, b.cu_seqlens_q, b.seq_lens,
                         b.block_table, b.scale, b.max_query_len, b.max_seq_len, plan=plan,
