@@ -41,7 +41,7 @@ from bench_paged_attention import (  # noqa: E402
     make_cache,
 )
 
-from vllm_bass.kernels import paged_attention_common, paged_attention_split  # noqa: E402
+from vllm_bass.kernels import paged_attention_common  # noqa: E402
 from vllm_bass.kernels.paged_attention import choose_plan, num_sms, paged_attention  # noqa: E402
 from vllm_bass.kernels.reshape_and_cache import reshape_and_cache  # noqa: E402
 
@@ -110,16 +110,13 @@ def fa3_graph_fns(case: Case, fa3, fa3_sched, kv=None):
     return [(lambda f=f, sl=sl: step(f, sl)) for f, sl in zip(attn, kv[2])]
 
 
-def timed(fns, variant: str) -> float:
-    """Graph-timed; a `_nopdl` variant without PDL, an `_outer` one with SPLIT's grid
-    ordered splits outermost (before session 28)."""
-    paged_attention_common.PDL_OVERRIDE = False if variant.endswith("_nopdl") else None
-    paged_attention_split.SPLITS_INNER = not variant.endswith("_outer")
+def timed(fns, pdl: bool | None) -> float:
+    """Graph-timed, with PDL forced on / off (None: the default)."""
+    paged_attention_common.PDL_OVERRIDE = pdl
     try:
         return bench_graph(fns)
     finally:
         paged_attention_common.PDL_OVERRIDE = None
-        paged_attention_split.SPLITS_INNER = True
 
 
 def main():
@@ -157,10 +154,9 @@ def main():
                     # the same plan with the attention waiting for the cache write to end
                     # (and SPLIT's reduction for the splits) instead of overlapping it
                     variants[f"bound{bound}_nopdl"] = plan
-                    if plan.strategy == "split":
-                        variants[f"bound{bound}_outer"] = plan
                 for name, p in variants.items():
-                    times[name] = timed(graph_fns(case, p, kv), name)
+                    times[name] = timed(graph_fns(case, p, kv),
+                                        False if name.endswith("_nopdl") else None)
                     out = case.out0()
                     ref = out if ref is None else ref
                     err = (out - ref).abs().max().item()

@@ -167,17 +167,11 @@ def test_split_counts(device, num_splits):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("any_batch", [False, True])
-@pytest.mark.parametrize("splits_inner", [True, False], ids=["splits_inner", "splits_outer"])
-def test_split_min_keys_whole_and_split_sequences_in_one_launch(device, any_batch,
-                                                                splits_inner, monkeypatch):
+def test_split_min_keys_whole_and_split_sequences_in_one_launch(device, any_batch):
     """With a minimum split length, short sequences are attended whole by split 0 (the
     output written directly, the reduction skips them) and long ones are split, in one
     launch; one workspace reused by launches whose contexts change (a captured graph's)
-    holds no stale answer: a row done whole in one launch is reduced in the next. Both
-    grid orders (the split axis inside or outside the sequence tiles)."""
-    from vllm_bass.kernels import paged_attention_split as split_module
-
-    monkeypatch.setattr(split_module, "SPLITS_INNER", splits_inner)
+    holds no stale answer: a row done whole in one launch is reduced in the next."""
     dtype = torch.float32
     qlens = [2, 9, 1, 3]
     block_n, min_keys = (16, 64) if device == "cpu" else (64, 256)

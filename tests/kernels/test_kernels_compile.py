@@ -40,8 +40,7 @@ def compile_all() -> list[str]:
                 # the engine's graphs launch with PDL (Hopper), eager steps too: both
                 # branches compile with both grids
                 pdl = any_batch == bool(ones)
-                fixed = {**meta, "ANY_BATCH": any_batch, "PDL": pdl,
-                         "SPLITS_INNER": not ones, **ones}
+                fixed = {**meta, "ANY_BATCH": any_batch, "PDL": pdl, **ones}
                 signature, constexprs = {}, {}
                 for i, name in enumerate(kernel.arg_names):
                     if kernel.params[i].is_constexpr or name in fixed:

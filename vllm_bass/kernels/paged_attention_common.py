@@ -156,10 +156,10 @@ def locate_tile(cu_seqlens_q_ptr, tile, num_seqs, q_per_tile):
 
 
 @triton.jit
-def query_tile_ids(cu_seqlens_q_ptr, seq_tile, num_q_tiles, num_seqs, q_per_tile,
-                   ANY_BATCH: tl.constexpr):
-    """(sequence, query tile, query start, query length, active requests) of the program
-    at `seq_tile` of the grid's sequence-tile axis.
+def query_tile_ids(cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile,
+                   HEAD_FASTEST: tl.constexpr, ANY_BATCH: tl.constexpr):
+    """(sequence, query tile, KV head, query start, query length, active requests) of this
+    program (see AttnTiles.head_fastest).
 
     Direct grid: num_seqs x num_q_tiles tiles (num_q_tiles of the step's longest query);
     every request counts as active.
@@ -167,6 +167,8 @@ def query_tile_ids(cu_seqlens_q_ptr, seq_tile, num_q_tiles, num_seqs, q_per_tile
     cu_seqlens_q[s] // q_per_tile + s on (enough for ceil(q_len / q_per_tile)); the grid
     then depends on the token and request counts only, so one captured CUDA graph serves
     any split of its tokens into sequences (ragged verification)."""
+    seq_tile = tl.program_id(1) if HEAD_FASTEST else tl.program_id(0)
+    kv_head = tl.program_id(0) if HEAD_FASTEST else tl.program_id(1)
     if ANY_BATCH:
         seq, q_start, q_end, active = locate_tile(cu_seqlens_q_ptr, seq_tile, num_seqs,
                                                   q_per_tile)
@@ -177,7 +179,7 @@ def query_tile_ids(cu_seqlens_q_ptr, seq_tile, num_q_tiles, num_seqs, q_per_tile
         q_start = tl.load(cu_seqlens_q_ptr + seq)
         q_end = tl.load(cu_seqlens_q_ptr + seq + 1)
         active = num_seqs
-    return seq, q_tile, q_start, q_end - q_start, active
+    return seq, q_tile, kv_head, q_start, q_end - q_start, active
 
 
 def num_seq_tiles(num_tokens: int, batch: int, num_q_tiles: int, q_per_tile: int,

@@ -71,11 +71,8 @@ def _paged_attention_pad_kernel(
     ANY_BATCH: tl.constexpr,
     PDL: tl.constexpr,
 ):
-    # grid (KV heads, sequence tiles), or the other way round (AttnTiles.head_fastest)
-    seq_tile = tl.program_id(1) if HEAD_FASTEST else tl.program_id(0)
-    kv_head = tl.program_id(0) if HEAD_FASTEST else tl.program_id(1)
-    seq, q_tile, q_start, q_len, _ = query_tile_ids(
-        cu_seqlens_q_ptr, seq_tile, num_q_tiles, num_seqs, q_per_tile, ANY_BATCH)
+    seq, q_tile, kv_head, q_start, q_len, _ = query_tile_ids(
+        cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile, HEAD_FASTEST, ANY_BATCH)
     tile_q0 = q_tile * q_per_tile
     if tile_q0 >= q_len:
         return  # padding tile of a shorter sequence

@@ -48,11 +48,6 @@ from vllm_bass.kernels.paged_attention_common import (
 reference = paged_attention_ref
 
 MAX_SPLITS = 64
-# the split axis of the grid between the KV heads and the sequence tiles: programs run in
-# grid order, so splits left idle (a short sequence attended whole; a captured plan that
-# meets more requests than it was made for, session 27) are interleaved with working ones
-# instead of all queued behind them (False: splits outermost, as before session 28)
-SPLITS_INNER = True
 
 
 @triton.jit
@@ -98,19 +93,13 @@ def _paged_attention_split_kernel(
     HEAD_FASTEST: tl.constexpr,
     ANY_BATCH: tl.constexpr,
     PDL: tl.constexpr,
-    SPLITS_INNER: tl.constexpr,
 ):
     if PDL:
         # the reduction may be scheduled once every split program has started
         gdc_launch_dependents()
-    if HEAD_FASTEST and SPLITS_INNER:  # grid (KV heads, splits, sequence tiles)
-        kv_head, split, seq_tile = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    elif HEAD_FASTEST:  # (KV heads, sequence tiles, splits)
-        kv_head, seq_tile, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    else:  # (sequence tiles, KV heads, splits)
-        seq_tile, kv_head, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    seq, q_tile, q_start, q_len, active = query_tile_ids(
-        cu_seqlens_q_ptr, seq_tile, num_q_tiles, num_seqs, q_per_tile, ANY_BATCH)
+    seq, q_tile, kv_head, q_start, q_len, active = query_tile_ids(
+        cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile, HEAD_FASTEST, ANY_BATCH)
+    split = tl.program_id(2)
     part_o_ptr = ws_ptr
     part_ml_ptr = ws_ptr + ml_base
 
@@ -290,10 +279,7 @@ def paged_attention_split(
 
     seq_tiles = num_seq_tiles(num_tokens, batch, num_q_tiles, tiles.q_per_tile, any_batch)
     grid = (seq_tiles, num_kv_heads, num_splits)
-    splits_inner = tiles.head_fastest and SPLITS_INNER and seq_tiles <= 65535  # grid z limit
-    if splits_inner:
-        grid = (num_kv_heads, num_splits, seq_tiles)
-    elif tiles.head_fastest:
+    if tiles.head_fastest:
         grid = (num_kv_heads, seq_tiles, num_splits)
     pdl = pdl_enabled(q.device)
     args, meta = launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale,
@@ -303,8 +289,7 @@ def paged_attention_split(
         split_programs = 0  # all splits even when every request is real: no count needed
     _paged_attention_split_kernel[grid](
         *args, workspace, num_heads, num_splits, ml_base, ml_plane, min_keys,
-        split_programs if any_batch else 0, out, out.stride(0), out.stride(1),
-        SPLITS_INNER=splits_inner, **meta)
+        split_programs if any_batch else 0, out, out.stride(0), out.stride(1), **meta)
     _split_reduce_kernel[(num_tokens, num_heads)](
         workspace, out, cu_seqlens_q,
         out.stride(0), out.stride(1), batch, num_heads, num_splits, ml_base, ml_plane,
