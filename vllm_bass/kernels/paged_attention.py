@@ -12,7 +12,9 @@ batch x KV heads x query tiles programs, each reading a whole context:
   the device; a captured graph's launch scales its splits down on the device when it
   meets more requests than planned), narrow tiles, then reduce.
 
-All launches order programs head-major (``AttnTiles.head_fastest``).
+All launches order programs head-major (``AttnTiles.head_fastest``). On Hopper they are
+programmatic dependent launches that overlap the KV-cache write before them
+(``paged_attention_common.pdl_enabled``).
 Thresholds from H200 and H100 sweeps of Llama-2-7B verification shapes
 (benchmarks/kernels/bench_paged_attention.py --tune; graph-timed): splitting
 costs a few percent of GPU time (workspace round trip, reduction launch,
