@@ -131,9 +131,9 @@ def locate_tile(cu_seqlens_q_ptr, tile, num_seqs, q_per_tile):
     too); the active requests are those up to the last one with new tokens (a captured
     batch pads with zero-length requests at its end). One vector load of the offsets per
     SEQ_CHUNK requests and reductions over it, not a binary search: the search's chain
-    of dependent loads (two of them, when SPLIT also counted the requests) stood before
-    every program's first key load (H100, captured 7B plans at batch 4-8: 4-14% behind FA3,
-    session 27)."""
+    of dependent loads (two searches, when SPLIT also counted the requests) stood before
+    every program's first key load (H100, captured 7B plans at batch 2-8: 3-7% slower,
+    session 28)."""
     # explicit int32 scalars (num_seqs may arrive as a constexpr: Triton specialises an int
     # argument equal to 1)
     seq = tl.full([], -1, tl.int32)
