@@ -150,7 +150,6 @@ def main():
                     # per-step plan would reach)
                     variants["exact"] = choose_plan(batch, HEADS, KV_HEADS, HEAD_SIZE, q,
                                                     MAX_MODEL_LEN, sms, any_batch=True)
-                if bound == BOUNDS[-1]:
                     # the same plan with the attention waiting for the cache write to end
                     # (and SPLIT's reduction for the splits) instead of overlapping it
                     variants[f"bound{bound}_nopdl"] = plan

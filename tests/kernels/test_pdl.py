@@ -46,7 +46,7 @@ def test_attention_after_the_cache_write_reads_what_it_wrote(strategy, graph):
     qlens = [5, 1, 9, 3] * 4
     ctx = [700, 2000, 40, 1300] * 4
     b = make_batch(qlens, ctx, heads, kv_heads, hd, page, dtype, "cuda", seed=3)
-    blk, off, keys, values = [], [], [], []
+    blk, off = [], []
     for i, (ql, c) in enumerate(zip(qlens, ctx)):
         pos = torch.arange(c, c + ql, device="cuda")
         blk.append(b.block_table[i, pos // page].long())
