@@ -121,3 +121,25 @@ def test_blocking_sites_name_the_code_that_waited():
     assert sites[outer] == {"count": 1, "ms": 0.1}
     assert sites["cudaEventSynchronize | - | "] == {"count": 1, "ms": 0.4}
     assert len(sites) == 3
+
+
+def test_prefill_steps_are_their_own_shape():
+    """A step with prefill tokens is keyed apart from pure decode steps of the same
+    generation shape (chunk size to the power of two), each shape with its GPU time sum."""
+    def launch(ts, corr):
+        return {**_ev("cuda_runtime", "cudaLaunchKernel", ts, 1), "args": {"correlation": corr}}
+
+    def kernel(ts, dur, corr):
+        return {**_ev("kernel", "nvjet_gemm", ts, dur, tid=7), "args": {"correlation": corr}}
+
+    events = [
+        _ev("user_annotation", "execute_context_2(3000)_generation_2(8)", 0, 50), launch(1, 1),
+        _ev("user_annotation", "execute_context_0(0)_generation_2(8)", 100, 50), launch(101, 2),
+        _ev("user_annotation", "execute_context_0(0)_generation_2(8)", 200, 50), launch(201, 3),
+        _ev("user_annotation", "execute_context_0(0)_generation_2(2)", 300, 50),
+        kernel(10, 80, 1), kernel(110, 20, 2), kernel(210, 30, 3),
+    ]
+    shapes = by_step_shape(events)
+    assert sorted(shapes) == ["2x8", "prefill<=4096+2x8"]
+    assert shapes["prefill<=4096+2x8"]["gpu_ms_sum"] == pytest.approx(0.08)
+    assert shapes["2x8"]["steps"] == 2 and shapes["2x8"]["gpu_ms_sum"] == pytest.approx(0.05)

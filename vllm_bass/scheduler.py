@@ -43,6 +43,7 @@ from vllm.v1.utils import record_function_or_nullcontext
 
 from vllm_bass import envs
 from vllm_bass.config import DEFAULT_VERIFY_KNEE_TOKENS, bass_config_from_vllm
+from vllm_bass.diagnostics import open_trace
 from vllm_bass.policy.auto_off import with_test_off_cycle
 from vllm_bass.policy.cost_model import StepCostEstimator
 from vllm_bass.policy.factory import make_policy
@@ -165,11 +166,11 @@ class BassScheduler(Scheduler):
         # "end_s,batch,draft_steps,verify_tokens,ms,other_tokens" for every timed step (what
         # the cost model is fitted to; other_tokens: prefill tokens in the step).
         trace = envs.get("VLLM_BASS_STEP_TRACE")
-        self._bass_trace = open(trace, "a", buffering=1) if trace else None
+        self._bass_trace = open_trace(trace) if trace else None
         # ... and FILE.plans: per planned step the cost model, each sequence's acceptance
         # estimate and draft length, and whether the batch was planned as closed (first
         # PLAN_TRACE_STEPS steps)
-        self._bass_plan_trace = open(trace + ".plans", "a", buffering=1) if trace else None
+        self._bass_plan_trace = open_trace(trace + ".plans") if trace else None
         self._bass_plans_left = PLAN_TRACE_STEPS
 
     def add_request(self, request) -> None:

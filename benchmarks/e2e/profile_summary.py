@@ -135,7 +135,8 @@ def by_step_shape(events: list[dict]) -> dict:
         elif cat == "user_annotation":
             m = STEP.match(name)
             if m:
-                steps.append((float(ev["ts"]), int(m.group(3)), int(m.group(4))))
+                steps.append((float(ev["ts"]), int(m.group(3)), int(m.group(4)),
+                              int(m.group(2))))
             elif name in PHASES:
                 phases.append((float(ev["ts"]), float(ev["ts"]) + float(ev["dur"]), name))
     if not steps:
@@ -162,16 +163,21 @@ def by_step_shape(events: list[dict]) -> dict:
         per_step[i]["phase " + phase] += dur
         per_step[i][family] += dur
     groups = collections.defaultdict(list)
-    for i, (ts, reqs, tokens) in enumerate(steps[:-1]):  # the last step has no period
-        groups[(reqs, tokens)].append((steps[i + 1][0] - ts, per_step[i]))
+    for i, (ts, reqs, tokens, context) in enumerate(steps[:-1]):  # the last has no period
+        # a step with prefill tokens is its own shape (chunks differ: to the power of two)
+        chunk = 1 << max(0, context - 1).bit_length() if context else 0
+        groups[(chunk, reqs, tokens)].append((steps[i + 1][0] - ts, per_step[i]))
     out = {}
-    for (reqs, tokens), rows in sorted(groups.items()):
+    for (chunk, reqs, tokens), rows in sorted(groups.items()):
         keys = sorted({k for _, d in rows for k in d})
-        out[f"{reqs}x{tokens}"] = {
+        name = f"{reqs}x{tokens}" if not chunk else f"prefill<={chunk}+{reqs}x{tokens}"
+        out[name] = {
             "steps": len(rows),
             "period_ms": round(_median([r[0] for r in rows]) / 1e3, 3),
             "gpu_ms": {k: round(_median([d.get(k, 0.0) for _, d in rows]) / 1e3, 3)
-                       for k in keys}}
+                       for k in keys},
+            # the shape's whole GPU time: where two systems' prefill and decode go
+            "gpu_ms_sum": round(sum(d.get("total", 0.0) for _, d in rows) / 1e3, 3)}
     return out
 
 

@@ -86,3 +86,15 @@ def test_step_kind():
     assert step_kind(out) == "plain+draft"
     out.scheduled_spec_decode_tokens = {"a": [1, 2]}
     assert step_kind(out) == "verify+draft"
+
+
+@pytest.mark.cpu
+def test_trace_folder_is_made(tmp_path):
+    """A trace variable naming a folder not yet there is a trace, not a failed start-up."""
+    from vllm_bass.diagnostics import open_trace
+    path = tmp_path / "not" / "yet" / "steps.csv"
+    with open_trace(str(path)) as fh:
+        fh.write("x\n")
+    with open_trace(str(path)) as fh:  # appends
+        fh.write("y\n")
+    assert path.read_text() == "x\ny\n"

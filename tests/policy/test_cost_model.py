@@ -279,3 +279,43 @@ def test_steps_with_prefill_tokens_give_the_decode_law():
         assert model.time_for(k, 32 * k) == pytest.approx(
             (a + e + b * k + c * 32 * k) / a, rel=0.03)
     assert est.outliers == 0
+
+
+def test_long_prefill_steps_do_not_price_draft_steps():
+    """Replay of session 29's H100 trace (1024-token prompts, batch 64, alpha 0.8): the
+    16k-token prefill chunks take 300-700 ms beside ~21 ms decode steps, and one of them
+    carried 7 draft steps; weighed like the decode steps in absolute terms it made a draft
+    step cost 1.6 plain steps (the timed batch then ran 7 steps without drafts). A draft
+    step of the 4-layer draft costs ~0.03 of a plain step there (profile: ~0.65 ms)."""
+    import csv
+    from pathlib import Path
+
+    trace = (Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "traces"
+             / "llama7b_s29_prompt1024_b64.csv")
+    est = StepCostEstimator()
+    worst, checked = 0.0, 0
+    for row in csv.reader(trace.open()):
+        batch, steps, tokens, ms, other = (int(row[1]), int(row[2]), int(row[3]),
+                                           float(row[4]), int(row[5]))
+        if batch == 64 and other == 0:
+            worst = max(worst, est.model_for(64).per_draft_step)
+            checked += 1
+        est.observe(batch, steps, tokens, ms / 1000, other)
+    assert checked > 100
+    assert worst < 0.3
+
+
+def test_a_noisy_long_prefill_step_is_weighed_by_its_relative_error():
+    """Decode steps follow the law; a few prefill steps 20x longer scatter +-20% and carry
+    different draft lengths: the draft step's cost stays the decode steps'."""
+    rng = random.Random(5)
+    a, e, b, c, d = 0.020, 0.001, 0.0006, 0.000002, 0.00002
+    est = StepCostEstimator()
+    for i in range(120):
+        k = rng.choice([2, 3, 4]) if i % 12 else 0
+        other = 16000 if i % 30 == 5 else 0
+        seconds = a + c * 64 * k + d * other + ((e + b * k) if k else 0.0)
+        noise = rng.uniform(0.8, 1.25) if other else rng.uniform(0.99, 1.01)
+        est.observe(64, 7 if other else k, 64 * k, seconds * noise, other)
+    model = est.model_for(64)
+    assert model.per_draft_step == pytest.approx(b / a, rel=0.35)

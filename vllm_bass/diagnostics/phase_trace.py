@@ -25,13 +25,14 @@ import time
 import torch
 
 from vllm_bass import envs
+from vllm_bass.diagnostics import open_trace
 
 PHASES = ("forward", "sample", "draft")
 
 
 class PhaseTrace:
     def __init__(self, path: str, use_cuda: bool):
-        self.file = open(path, "a", buffering=1)
+        self.file = open_trace(path)
         self.use_cuda = use_cuda
         self.pending: collections.deque = collections.deque()  # steps, events not yet read
         self._reset()

@@ -254,6 +254,18 @@ class StepCostEstimator:
         data = np.array(fit.steps)
         xs, ys = data[:, :5], data[:, 5]
         w = self.forget ** np.arange(len(ys) - 1, -1, -1, dtype=np.float64)
+        # a step with prefill tokens weighs as its relative error would, once longer than
+        # the median step without: a step's scatter grows with its length, and a few
+        # prefill steps (16k-token chunks, 300-700 ms beside 20 ms decode steps, +-20%)
+        # weighed in absolute terms like hundreds of decode steps: one of them with 7 draft
+        # steps made a draft step cost 1.6 plain steps, and batch 64 ran 7 steps without
+        # drafts (H100, 1024-token prompts, session 29's trace). Only those: weighing every
+        # step by its relative error let the shortest steps (async timing) decide the draft
+        # step's cost in the session-7 traces (0.28 -> 0.0 at batch 1).
+        decode = xs[:, 4] == 0
+        reference = float(np.median(ys[decode] if decode.any() else ys))
+        norm = np.where(decode, 1.0, np.maximum(1.0, ys / max(reference, 1e-12)))
+        w = w / norm ** 2
         ridge = self.prior_strength * np.eye(5)
 
         def ridge_fit(mask: np.ndarray, robust: np.ndarray | None = None) -> np.ndarray:
@@ -269,12 +281,12 @@ class StepCostEstimator:
         keep = stall_mask(xs, ys, shape, ridge_fit)
         self.outliers = int((~keep).sum())
         theta = ridge_fit(keep)
+        floor = HUBER_MIN_SCALE * float(np.median(ys[keep])) + 1e-12
         # Huber reweighting: step times under async scheduling are heavy-tailed (GC, late
         # host work, smaller stalls than stall_mask's 4x); a few 1.5-3x steps of one shape
         # moved the fitted cost per draft step by a factor of 2-6 (session 9's H100 trace)
-        floor = HUBER_MIN_SCALE * float(np.median(ys[keep])) + 1e-12
         for _ in range(HUBER_ITERATIONS):
-            residual = np.abs(ys - xs @ theta)
+            residual = np.abs(ys - xs @ theta) / norm  # a long prefill step's: relative
             scale = max(1.4826 * float(np.median(residual[keep])), floor)
             theta = ridge_fit(keep, np.minimum(1.0, HUBER_K * scale / np.maximum(residual,
                                                                                   1e-12)))
