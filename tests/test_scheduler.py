@@ -436,3 +436,30 @@ def test_steps_with_prefills_are_timed_with_their_prefill_tokens(async_schedulin
     _add(sched, "b", prompt_len=40, max_tokens=400)  # b's prefill rides in a decode step
     _run(sched, 4, {"a": 0, "b": 0})
     assert (2, 2, 39) in timed[first:], timed  # a's token + 2 drafts, b's 40 prompt tokens
+
+
+def test_kv_bytes_per_weight_byte_of_a_7b_shape_and_where_unknown():
+    """The knee's price needs the weights' share of a step's traffic: a Llama-2-7B shape
+    holds 512 KiB of KV per cached token against ~13 GB of weights read per step; an MoE
+    or quantized target keeps the hard bound (None)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from vllm_bass.scheduler import kv_bytes_per_weight_byte
+
+    def config(quantization=None, **extra):
+        hf = SimpleNamespace(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                             num_key_value_heads=32, intermediate_size=11008, vocab_size=32000,
+                             **extra)
+        return SimpleNamespace(
+            model_config=SimpleNamespace(hf_text_config=hf, dtype=torch.bfloat16,
+                                         quantization=quantization),
+            cache_config=SimpleNamespace(cache_dtype="auto"))
+
+    ratio = kv_bytes_per_weight_byte(config())
+    assert ratio == pytest.approx(2 * 32 * 4096 * 2 / (6.6e9 * 2), rel=0.05)
+    assert kv_bytes_per_weight_byte(config(num_local_experts=8)) is None
+    assert kv_bytes_per_weight_byte(config(quantization="awq")) is None
+    # 1100 cached tokens per request at batch 64: the weights ~26% of the traffic
+    assert 1 / (1 + ratio * 64 * 1100) == pytest.approx(0.26, abs=0.03)

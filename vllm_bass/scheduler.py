@@ -34,6 +34,7 @@ scheduler already ships.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -45,7 +46,7 @@ from vllm_bass import envs
 from vllm_bass.config import DEFAULT_VERIFY_KNEE_TOKENS, bass_config_from_vllm
 from vllm_bass.diagnostics import open_trace
 from vllm_bass.policy.auto_off import with_test_off_cycle
-from vllm_bass.policy.cost_model import StepCostEstimator
+from vllm_bass.policy.cost_model import StepCostEstimator, knee_price
 from vllm_bass.policy.factory import make_policy
 from vllm_bass.policy.policies import DraftPlan, Verified, within_token_budget
 
@@ -109,6 +110,39 @@ def step_token_budget(capture_budget: int | None, batch: int,
                LARGE_BATCH_TOKENS_PER_REQUEST * batch)
 
 
+def kv_bytes_per_weight_byte(vllm_config) -> float | None:
+    """One cached token's KV bytes over the target's weight bytes read per step (both
+    divide alike under tensor parallelism), from the model's config: a dense decoder in
+    the model's own dtype only (None otherwise: MoE, quantized weights, unknown fields;
+    the hard knee bound stays there). 7B shape: 512 KiB per token / 13 GB."""
+    import torch
+
+    model = vllm_config.model_config
+    cfg = getattr(model, "hf_text_config", None)
+    try:
+        if getattr(model, "quantization", None) or any(
+                getattr(cfg, k, None) for k in ("num_experts", "num_local_experts",
+                                                "n_routed_experts", "moe_intermediate_size")):
+            return None
+        h, layers = int(cfg.hidden_size), int(cfg.num_hidden_layers)
+        heads = int(cfg.num_attention_heads)
+        kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
+        head_dim = int(getattr(cfg, "head_dim", None) or h // heads)
+        inter, vocab = int(cfg.intermediate_size), int(cfg.vocab_size)
+        # q, k, v, o projections, a gated MLP (3 matrices; 2 would only raise the share of
+        # KV), the LM head (the embedding is gathered, not read whole)
+        params = layers * (2 * h * heads * head_dim + 2 * h * kv_heads * head_dim
+                           + 3 * h * inter) + vocab * h
+        weight_bytes = params * torch.empty((), dtype=model.dtype).element_size()
+        cache_dtype = str(vllm_config.cache_config.cache_dtype)
+        kv_element = 1 if cache_dtype.startswith("fp8") else torch.empty(
+            (), dtype=model.dtype).element_size()
+        kv_bytes = 2 * layers * kv_heads * head_dim * kv_element
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return kv_bytes / weight_bytes if weight_bytes > 0 else None
+
+
 def verification_token_budget(vllm_config) -> int | None:
     """The most tokens a verification step may hold and still replay a CUDA graph (vLLM's
     largest capture size; None without graphs: eager engines, the CPU)."""
@@ -161,6 +195,10 @@ class BassScheduler(Scheduler):
         self.bass_costs = StepCostEstimator()
         # vLLM's largest CUDA-graph size; each step's budget: step_token_budget
         self.bass_token_budget = verification_token_budget(self.vllm_config)
+        # the knee as a price (`cost_model.knee_price`) where the weights' share of a step's
+        # memory traffic is known: with long contexts a verification past the knee is cheap
+        self.bass_kv_per_weight = (kv_bytes_per_weight_byte(self.vllm_config)
+                                   if self.bass_config.verify_knee_tokens > 0 else None)
         self._bass_last_end: float | None = None  # end of the previous update_from_output
         # Diagnostics: VLLM_BASS_STEP_TRACE=FILE appends
         # "end_s,batch,draft_steps,verify_tokens,ms,other_tokens" for every timed step (what
@@ -212,8 +250,15 @@ class BassScheduler(Scheduler):
         req_ids = list(out.num_scheduled_tokens)
         self._bass_forget_finished()
         policy = self.bass_policy
+        budget = step_token_budget(self.bass_token_budget, len(req_ids),
+                                   self.bass_config.verify_knee_tokens)
         if hasattr(policy, "cost"):
             policy.cost = self.bass_costs.model_for(len(req_ids))
+            if (budget is not None and req_ids and self.bass_kv_per_weight is not None
+                    and hasattr(policy, "token_budget")):
+                # the knee priced, not a bound: the graphs' limit bounds the verification
+                policy.cost = self._bass_knee_priced(policy.cost, req_ids, budget)
+                budget = step_token_budget(self.bass_token_budget, len(req_ids), 0)
         probes = getattr(policy, "probes", None)
         if probes is not None:
             probes.need_off_sample = (
@@ -222,8 +267,6 @@ class BassScheduler(Scheduler):
             policy.explore_lengths = self.bass_costs.lengths_unvaried(len(req_ids))
         # the step scheduled now verifies the drafts of the previous plan
         out.bass_verified_probe = self.bass_plan.probe
-        budget = step_token_budget(self.bass_token_budget, len(req_ids),
-                                   self.bass_config.verify_knee_tokens)
         if hasattr(policy, "token_budget"):
             policy.token_budget = budget
         if hasattr(policy, "remaining"):
@@ -248,6 +291,16 @@ class BassScheduler(Scheduler):
             self._bass_write_plan(req_ids, plan)
         out.num_spec_tokens_to_schedule = max(0, min(plan.batch_length, self.num_spec_tokens))
 
+    def _bass_knee_priced(self, cost, req_ids: list[str], knee_budget: int):
+        """`cost` with the knee's price: free up to the knee bound's drafts, then
+        `knee_price` of the weights' share of this step's memory traffic."""
+        requests = self.requests
+        cached = sum(requests[r].num_computed_tokens for r in req_ids if r in requests)
+        share = 1.0 / (1.0 + self.bass_kv_per_weight * cached)
+        return dataclasses.replace(
+            cost, knee_drafts=max(0, knee_budget - len(req_ids)),
+            past_knee_price=knee_price(share, self.bass_config.verify_knee_tokens))
+
     def _bass_write_plan(self, req_ids, plan) -> None:
         import json
 
@@ -258,6 +311,8 @@ class BassScheduler(Scheduler):
             "t": round(time.perf_counter(), 6), "batch": len(req_ids),
             "cost": None if cost is None else [cost.base, cost.draft_pass,
                                                cost.per_draft_step, cost.per_verify_token],
+            "knee": None if cost is None or cost.knee_drafts is None else [
+                cost.knee_drafts, cost.past_knee_price],
             "alpha": None if estimates is None else [round(estimates.alpha(r), 3)
                                                      for r in req_ids],
             "lengths": [plan.length_for(r) for r in req_ids], "probe": plan.probe,

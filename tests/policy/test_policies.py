@@ -465,3 +465,57 @@ def test_closed_batch_cap_matches_the_loop_over_lengths():
             if t < best_time * (1 - 1e-9):
                 best, best_time = length, t
         assert p.closed_batch_cap(alphas, remaining) == best
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_per_request_optimum_with_a_knee_price_matches_brute_force(seed):
+    """Past knee_drafts each draft token costs past_knee_price more (the target's compute
+    knee): the ragged optimum stays exact under that convex price."""
+    import itertools
+
+    rng = np.random.default_rng(seed)
+    cfg = BassConfig(draft_model="d", num_speculative_tokens=5, draft_length_policy="per_request")
+    cost = StepCostModel(base=1.0, per_draft_step=float(rng.uniform(0.01, 0.2)),
+                         per_verify_token=float(rng.uniform(0.0, 0.05)),
+                         draft_pass=float(rng.uniform(0.0, 0.2)),
+                         knee_drafts=int(rng.integers(0, 10)),
+                         past_knee_price=float(rng.uniform(0.0, 0.3)))
+    p = PerRequestDraftLength(cfg, cost)
+    alphas = [float(a) for a in rng.uniform(0.2, 0.95, size=4)]
+    got = p.best_lengths(alphas)
+
+    def rate(ls):
+        gain = sum(1 + sum(a ** j for j in range(1, l + 1)) for a, l in zip(alphas, ls))
+        return gain / cost.step_time(list(ls))
+
+    best = max(itertools.product(range(6), repeat=4), key=rate)
+    assert rate(got) == pytest.approx(rate(best), rel=1e-9)
+
+
+def test_the_knee_price_lets_long_contexts_draft_past_the_old_bound():
+    """Batch 64, alpha 0.8, the H100 profile's costs (session 29: a draft step ~0.03 of a
+    plain step, 64 more verified tokens past 256 +0.8 ms of ~18): at 1024-token contexts the
+    weights are ~26% of the traffic and a fourth draft pays (a fifth about as much: vLLM's
+    K=4 and K=5 decode steps came out alike); at 128-token ones (68%) the plan keeps
+    three, what the hard 256-token bound gave."""
+    from vllm_bass.policy.cost_model import knee_price
+
+    cfg = BassConfig(draft_model="d", num_speculative_tokens=8, draft_length_policy="per_request")
+    lengths = {}
+    for share in (0.26, 0.68):
+        cost = StepCostModel(base=1.0, per_draft_step=0.03, per_verify_token=0.0005,
+                             draft_pass=0.02, knee_drafts=256 - 64,
+                             past_knee_price=knee_price(share, 256))
+        p = PerRequestDraftLength(cfg, cost)
+        p.token_budget = 1536 - 64
+        lengths[share] = p.best_lengths([0.8] * 64)
+    assert len(set(lengths[0.26])) == 1 and lengths[0.26][0] in (4, 5)
+    assert set(lengths[0.68]) == {3}
+
+
+def test_knee_price_is_the_weights_share_per_knee_token_in_coarse_steps():
+    from vllm_bass.policy.cost_model import knee_price
+
+    assert knee_price(0.5, 256) == pytest.approx(0.5 / 256, rel=0.05)
+    assert knee_price(0.26, 256) == knee_price(0.261, 256)  # plans are not re-solved
+    assert knee_price(0.1, 256) < knee_price(0.5, 256)

@@ -44,6 +44,11 @@ class StepCostModel:
     per_draft_step: float = 0.15  # one more autoregressive draft step over the batch
     per_verify_token: float = 0.01  # one more token per sequence in the verify pass
     draft_pass: float = 0.0      # fixed cost of drafting at all (first pass, sampling setup)
+    # The verification's knee (`knee_price`): past knee_drafts draft tokens each one more
+    # costs past_knee_price on top of per_verify_token (None: no knee price; the scheduler
+    # then bounds the drafts instead)
+    knee_drafts: int | None = None
+    past_knee_price: float = 0.0
 
     def step_time(self, lengths: list[int]) -> float:
         if not lengths:
@@ -52,10 +57,12 @@ class StepCostModel:
 
     def time_for(self, longest: int, total: int) -> float:
         """Step time when the longest draft is `longest` tokens and `total` are verified."""
+        knee = (0.0 if self.knee_drafts is None
+                else self.past_knee_price * max(0, total - self.knee_drafts))
         if longest <= 0:
-            return self.base + self.per_verify_token * total
+            return self.base + self.per_verify_token * total + knee
         return (self.base + self.draft_pass + self.per_draft_step * longest
-                + self.per_verify_token * total)
+                + self.per_verify_token * total + knee)
 
 
 RESOLVE_EVERY = 8  # observations between two solves of a bucket's costs
@@ -79,6 +86,21 @@ PRIOR_COSTS = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.01
 # A prefill token in units of a plain step, before the fit: a 7B target's forward is ~14
 # GFLOP a token, ~0.02-0.03 ms on an H100 against a ~6 ms plain step
 PRIOR_OTHER_TOKEN = 0.004
+
+
+def knee_price(weight_share: float, knee_tokens: int) -> float:
+    """The price, in plain steps, of one verified token past the knee where the target's
+    forward turns from reading its weights to compute (`config.DEFAULT_VERIFY_KNEE_TOKENS`):
+    there a token costs 1/knee of the weights' read time, and the weights are
+    `weight_share` of a plain step's memory traffic (the rest: every request's KV cache).
+    With long contexts the step is mostly KV reads and a token past the knee costs little:
+    at batch 64 with ~1100 cached tokens the 7B shape's weights are ~26% of the traffic,
+    and vLLM's K=4 (320 tokens) beat K=3 while BASS's hard 256-token bound kept 3 drafts
+    (H100, session 29: 64 more tokens +0.8 ms on a 21.6 ms step). With short ones the
+    weights dominate and the price keeps the old bound (0.68 at 128-token prompts). Rounded
+    to 1/8 of an octave: plans are re-solved when the cost model changes."""
+    raw = max(float(weight_share), 1e-6) / max(int(knee_tokens), 1)
+    return float(2.0 ** (round(math.log2(raw) * 8) / 8))
 
 
 def batch_bucket(batch: int) -> int:

@@ -6,7 +6,8 @@ the j-th draft token is alpha^j accepted tokens, its cost is one more verified t
 that sequence plus, if it lengthens the longest draft, one more draft step for the batch.
 The plan maximises expected accepted tokens per unit of step time under the cost model
 T = base + [any l_i > 0] * draft_pass + per_draft_step * max_i(l_i)
-    + per_verify_token * sum_i(l_i), solved exactly for
+    + per_verify_token * sum_i(l_i) + past_knee_price * max(0, sum_i(l_i) - knee_drafts)
+(the last term: the target's compute knee, `cost_model.knee_price`), solved exactly for
 the ragged lengths by Dinkelbach iteration (a few passes over batch x K). Auto-off is part of
 the optimum (length 0 when a draft token does not pay; all zeros turn the batch off), with a
 probing step of length 1 after 16 consecutive off-steps, the interval doubling after each
@@ -215,6 +216,12 @@ class PerRequestDraftLength(DraftLengthPolicy):
         the rate they achieve."""
         cost = self.cost
         lengths = (gains > rate * cost.per_verify_token).sum(axis=1)
+        knee = cost.knee_drafts
+        if knee is not None and lengths.sum() > knee:
+            # a convex price: past the knee's first positions (highest gain first) only those
+            # that pay the knee's price too
+            steep = int((gains > rate * (cost.per_verify_token + cost.past_knee_price)).sum())
+            lengths = keep_best_positions(gains, lengths, max(knee, steep))
         if room is not None and lengths.sum() > room:
             lengths = keep_best_positions(gains, lengths, room)
         total = len(lengths) + expected[np.arange(len(lengths)), lengths].sum()
