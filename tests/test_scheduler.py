@@ -461,5 +461,8 @@ def test_kv_bytes_per_weight_byte_of_a_7b_shape_and_where_unknown():
     assert ratio == pytest.approx(2 * 32 * 4096 * 2 / (6.6e9 * 2), rel=0.05)
     assert kv_bytes_per_weight_byte(config(num_local_experts=8)) is None
     assert kv_bytes_per_weight_byte(config(quantization="awq")) is None
+    assert kv_bytes_per_weight_byte(config(sliding_window=4096)) is None  # reads < context
+    assert kv_bytes_per_weight_byte(config(sliding_window=None)) == ratio
+    assert kv_bytes_per_weight_byte(config(sliding_window=4096, use_sliding_window=False)) == ratio
     # 1100 cached tokens per request at batch 64: the weights ~26% of the traffic
     assert 1 / (1 + ratio * 64 * 1100) == pytest.approx(0.26, abs=0.03)

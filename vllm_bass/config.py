@@ -118,8 +118,10 @@ class BassConfig:
     # host-bound (H100, session 16: draft host time 3.4 -> 1.2 ms a step at batch 1).
     # False keeps vLLM's draft loop.
     full_graph_drafting: bool = True
-    # Verification tokens per step past which drafts stop growing (DEFAULT_VERIFY_KNEE_TOKENS
-    # says why); 0: no knee, only the largest CUDA graph bounds a verification.
+    # Verification tokens per step where the target turns compute-bound
+    # (DEFAULT_VERIFY_KNEE_TOKENS says why): per_request prices the tokens past it
+    # (`cost_model.knee_price`), the other policies stop there; 0: no knee, only the largest
+    # CUDA graph bounds a verification.
     verify_knee_tokens: int = DEFAULT_VERIFY_KNEE_TOKENS
     # per_request (experimental): one draft length for all sequences (fixed K's plan and
     # engine path) unless the ragged optimum promises this fraction more tokens per unit of

@@ -113,8 +113,9 @@ def step_token_budget(capture_budget: int | None, batch: int,
 def kv_bytes_per_weight_byte(vllm_config) -> float | None:
     """One cached token's KV bytes over the target's weight bytes read per step (both
     divide alike under tensor parallelism), from the model's config: a dense decoder in
-    the model's own dtype only (None otherwise: MoE, quantized weights, unknown fields;
-    the hard knee bound stays there). 7B shape: 512 KiB per token / 13 GB."""
+    the model's own dtype with full attention only (None otherwise: MoE, quantized
+    weights, sliding windows, unknown fields; the hard knee bound stays there). 7B shape:
+    512 KiB per token / 13 GB."""
     import torch
 
     model = vllm_config.model_config
@@ -124,6 +125,8 @@ def kv_bytes_per_weight_byte(vllm_config) -> float | None:
                 getattr(cfg, k, None) for k in ("num_experts", "num_local_experts",
                                                 "n_routed_experts", "moe_intermediate_size")):
             return None
+        if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
+            return None  # (Qwen2's configs name a window they do not use)
         h, layers = int(cfg.hidden_size), int(cfg.num_hidden_layers)
         heads = int(cfg.num_attention_heads)
         kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
