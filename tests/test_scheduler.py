@@ -466,3 +466,15 @@ def test_kv_bytes_per_weight_byte_of_a_7b_shape_and_where_unknown():
     assert kv_bytes_per_weight_byte(config(sliding_window=4096, use_sliding_window=False)) == ratio
     # 1100 cached tokens per request at batch 64: the weights ~26% of the traffic
     assert 1 / (1 + ratio * 64 * 1100) == pytest.approx(0.26, abs=0.03)
+
+
+def test_a_priced_knee_keeps_the_large_batch_floor():
+    """With the knee priced the graph's room bounds a verification, but never below what
+    the hard knee allowed (4 tokens a request at large batches)."""
+    from vllm_bass.scheduler import priced_step_budget, step_token_budget
+
+    assert priced_step_budget(None, 64) is None
+    assert priced_step_budget(512, 256, 256) == step_token_budget(512, 256, 256) == 1024
+    assert priced_step_budget(512, 128, 256) == 512
+    assert priced_step_budget(1536, 64, 256) == 1536 - 64 > step_token_budget(1536, 64, 256)
+    assert priced_step_budget(1536, 8, 256) == 1528

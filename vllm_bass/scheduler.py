@@ -110,6 +110,18 @@ def step_token_budget(capture_budget: int | None, batch: int,
                LARGE_BATCH_TOKENS_PER_REQUEST * batch)
 
 
+def priced_step_budget(capture_budget: int | None, batch: int,
+                       knee: int = KNEE_TOKENS) -> int | None:
+    """The verification budget when the knee is priced (`cost_model.knee_price`), not a
+    bound: the largest graph's room, or `step_token_budget`'s where that is more (its
+    large-batch floor: without it a batch of 256 under a 512-token graph had no room to
+    draft at all, closed-batch simulation, session 29)."""
+    if capture_budget is None:
+        return None
+    return max(step_token_budget(capture_budget, batch, knee),
+               step_token_budget(capture_budget, batch, 0))
+
+
 def kv_bytes_per_weight_byte(vllm_config) -> float | None:
     """One cached token's KV bytes over the target's weight bytes read per step (both
     divide alike under tensor parallelism), from the model's config: a dense decoder in
@@ -259,9 +271,10 @@ class BassScheduler(Scheduler):
             policy.cost = self.bass_costs.model_for(len(req_ids))
             if (budget is not None and req_ids and self.bass_kv_per_weight is not None
                     and hasattr(policy, "token_budget")):
-                # the knee priced, not a bound: the graphs' limit bounds the verification
+                # the knee priced, not a bound
                 policy.cost = self._bass_knee_priced(policy.cost, req_ids, budget)
-                budget = step_token_budget(self.bass_token_budget, len(req_ids), 0)
+                budget = priced_step_budget(self.bass_token_budget, len(req_ids),
+                                            self.bass_config.verify_knee_tokens)
         probes = getattr(policy, "probes", None)
         if probes is not None:
             probes.need_off_sample = (

@@ -36,8 +36,24 @@ JITTER = [0.0]  # as vs_vllm.py: request i draws MIX_PATTERN[i % 4]
 PREFILL_TOKEN_MS = 0.02
 
 
+# Long contexts (`CONTEXT_LAW`, --context-law): each cached token a decode step reads beyond
+# the ~190 of session 18's trace (128-token prompts) costs its KV bytes at the copy bandwidth
+# (7B shape: 512 KiB / ~3.2 TB/s), and each draft step the draft's (4x1024: 16 KiB). The
+# session-29 profile at batch 64, ~1100 cached tokens: a K=3 step 21.6 ms of GPU time, this
+# law 21.1 ms.
+CONTEXT_LAW = [False]
+LAW_CONTEXT = 190
+KV_MS_PER_CACHED_TOKEN = 0.00016
+DRAFT_KV_MS_PER_CACHED_TOKEN = 0.000005
+# the 7B shape's KV bytes per cached token over its weight bytes (the scheduler's knee
+# price; `scheduler.kv_bytes_per_weight_byte` of a Llama-2-7B config): the simulated
+# scheduler runs the embedded tiny pair, whose ratio is not the law's
+KV_PER_WEIGHT_7B = 2 * 32 * 4096 * 2 / (2 * (32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
+                                            + 32000 * 4096))
+
+
 def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
-                 other_tokens: int = 0) -> float:
+                 other_tokens: int = 0, cached_tokens: int = 0) -> float:
     """Robust least-squares fit over the 4057 decode steps of session 18's call-1 H100 trace
     (BASS default, 4x1024 draft, alpha 0.3 and the mix, batch 1-256, drafter graphs;
     `session18/traces_call1.tgz`; median abs. residual 0.5 ms): a plain step is 5.68 ms +
@@ -46,7 +62,13 @@ def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
     ms = 5.68 + 0.049 * batch + 0.0072 * verify_tokens + PREFILL_TOKEN_MS * other_tokens
     if draft_steps:
         ms += 0.55 + 0.006 * batch + draft_steps * (0.17 + 0.0036 * batch)
+    if CONTEXT_LAW[0] and cached_tokens:  # cached tokens of the step's decoding requests
+        extra = max(0, cached_tokens - LAW_CONTEXT * batch)
+        ms += KV_MS_PER_CACHED_TOKEN * extra + DRAFT_KV_MS_PER_CACHED_TOKEN * extra * draft_steps
     return ms
+
+
+MAX_MODEL_LEN = [512]  # raised for long prompts (--prompt-len)
 
 
 def scheduler(batch: int, policy: str, k: int, auto_off: bool, async_scheduling: bool,
@@ -55,10 +77,11 @@ def scheduler(batch: int, policy: str, k: int, auto_off: bool, async_scheduling:
     vLLM's largest CUDA-graph size as the verification budget, as on the GPU."""
     from tests.test_scheduler import _scheduler
 
-    sched = _scheduler(async_scheduling, max_model_len=512, measured_costs=True,
+    sched = _scheduler(async_scheduling, max_model_len=MAX_MODEL_LEN[0], measured_costs=True,
                        max_num_seqs=batch, draft_length_policy=policy,
                        num_speculative_tokens=k, auto_off=auto_off)
     sched.bass_token_budget = token_budget
+    sched.bass_kv_per_weight = KV_PER_WEIGHT_7B
     return sched
 
 
@@ -103,7 +126,11 @@ class SimulatedH100:
             verify += len(drafts)
         drafted = self.sched.bass_draft_steps_run(out.num_spec_tokens_to_schedule, verify)
         n = len(out.num_scheduled_tokens)
-        self.ms += (h100_step_ms(n, drafted, verify, out.total_num_scheduled_tokens - n - verify)
+        requests = self.sched.requests
+        cached = sum(requests[r].num_computed_tokens for r in out.num_scheduled_tokens
+                     if r in requests and requests[r].num_output_tokens > 0)
+        self.ms += (h100_step_ms(n, drafted, verify, out.total_num_scheduled_tokens - n - verify,
+                                 cached)
                     * self.rng.uniform(1 - JITTER[0], 1 + JITTER[0]))
         self.steps += 1
         self.verified += verify
@@ -207,9 +234,13 @@ def main() -> None:
     ap.add_argument("--jitter", type=float, default=0.0)
     ap.add_argument("--prompt-len", type=int, default=8,
                     help="prompt tokens (their prefill costs PREFILL_TOKEN_MS a token)")
+    ap.add_argument("--context-law", action="store_true",
+                    help="decode steps pay for their cached tokens (CONTEXT_LAW)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     JITTER[0] = args.jitter
+    CONTEXT_LAW[0] = args.context_law
+    MAX_MODEL_LEN[0] = max(512, args.prompt_len + args.max_tokens + 64)
     rows = []
     for acceptance in args.acceptance.split(","):
         for batch in (int(b) for b in args.batches.split(",")):

@@ -11,7 +11,13 @@ decoding's makespan over each variant's (higher is better), fixed K for referenc
         --out benchmarks/results/session21/sim_confident_speedup_ab.json
 
 Variants: `closed_plan` / `open_plan` (`closed_batch_plan` on / off), `confidentX` (the
-predicted speedup above which no off-step measures plain decoding), `default`.
+predicted speedup above which no off-step measures plain decoding), `hardknee` (the
+256-token bound instead of the knee price), `offshareX` (the off-steps' least share of the
+cost fit, `cost_model.OFF_SHARE`), `default`.
+
+    # session 29: the knee price and the off-steps' share at 1024-token prompts
+    python benchmarks/e2e/sim_policy_ab.py --variants default,hardknee,offshare0 \
+        --acceptance 0.6,0.8 --batches 8,32,64 --prompt-len 1024 --context-law
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 import sim_closed_batch as scb  # noqa: E402
 
 from vllm_bass.policy.auto_off import CONFIDENT_SPEEDUP as DEFAULT_CONFIDENT  # noqa: E402
+from vllm_bass.policy.cost_model import OFF_SHARE as DEFAULT_OFF_SHARE  # noqa: E402
 
 
 def configure(variant: str, sched) -> None:
@@ -38,8 +45,15 @@ def configure(variant: str, sched) -> None:
 
     auto_off.CONFIDENT_SPEEDUP = (float(variant[len("confident"):])
                                   if variant.startswith("confident") else DEFAULT_CONFIDENT)
+    from vllm_bass.policy import cost_model
+
+    cost_model.OFF_SHARE = DEFAULT_OFF_SHARE
     if variant in ("closed_plan", "open_plan"):
         sched.bass_policy.closed_batch_plan = variant == "closed_plan"
+    elif variant == "hardknee":  # session 28's bound: no knee price
+        sched.bass_kv_per_weight = None
+    elif variant.startswith("offshare"):  # the off-steps' least share of the cost fit
+        cost_model.OFF_SHARE = float(variant[len("offshare"):])
     elif variant != "default" and not variant.startswith("confident"):
         raise SystemExit(f"unknown variant {variant!r}")
 
@@ -51,9 +65,14 @@ def makespan_ratio(variant: str, acceptance: str, batch: int, seeds: int) -> flo
         sched = scb.system_scheduler(variant, batch)
         if not variant.startswith("k"):
             configure(variant, sched)
-        scb.run_batch(sched, alphas, 128, 1000 + 17 * seed)  # warm: fits, pool
-        times.append(scb.run_batch(sched, alphas, 128, seed)["ms"])
-    return 128 * scb.h100_step_ms(batch, 0, 0) / statistics.mean(times)
+        scb.run_batch(sched, alphas, 128, 1000 + 17 * seed, PROMPT_LEN[0])  # warm
+        times.append(scb.run_batch(sched, alphas, 128, seed, PROMPT_LEN[0])["ms"])
+    # plain decoding's decode steps (no prefill, contexts as at the prompt's end): the
+    # variants compare among themselves
+    return 128 * scb.h100_step_ms(batch, 0, 0, 0, batch * PROMPT_LEN[0]) / statistics.mean(times)
+
+
+PROMPT_LEN = [8]
 
 
 def main() -> None:
@@ -64,9 +83,15 @@ def main() -> None:
     ap.add_argument("--fixed-k", default="", help="fixed K without auto-off, for reference")
     ap.add_argument("--seeds", type=int, default=6)
     ap.add_argument("--jitter", type=float, default=0.15)
+    ap.add_argument("--prompt-len", type=int, default=8)
+    ap.add_argument("--context-law", action="store_true",
+                    help="decode steps pay for their cached tokens (sim_closed_batch)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     scb.JITTER[0] = args.jitter
+    scb.CONTEXT_LAW[0] = args.context_law
+    PROMPT_LEN[0] = args.prompt_len
+    scb.MAX_MODEL_LEN[0] = max(512, args.prompt_len + 128 + 64)
     variants = args.variants.split(",") + [f"k{k}" for k in args.fixed_k.split(",") if k]
     rows = []
     for acceptance in args.acceptance.split(","):
@@ -80,7 +105,8 @@ def main() -> None:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(
             {"device": "none (simulated H100 step law)", "seeds": args.seeds,
-             "jitter": args.jitter, "rows": rows}, indent=1))
+             "jitter": args.jitter, "prompt_len": args.prompt_len,
+             "context_law": args.context_law, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":
