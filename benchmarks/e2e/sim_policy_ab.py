@@ -12,11 +12,11 @@ decoding's makespan over each variant's (higher is better), fixed K for referenc
 
 Variants: `closed_plan` / `open_plan` (`closed_batch_plan` on / off), `confidentX` (the
 predicted speedup above which no off-step measures plain decoding), `hardknee` (the
-256-token bound instead of the knee price), `offshareX` (the off-steps' least share of the
-cost fit, `cost_model.OFF_SHARE`), `default`.
+256-token bound instead of the knee price), `default`. (Session 29's `offshareX`, the
+off-steps' least share of the cost fit, lives in git history at c63dd22.)
 
-    # session 29: the knee price and the off-steps' share at 1024-token prompts
-    python benchmarks/e2e/sim_policy_ab.py --variants default,hardknee,offshare0 \
+    # session 29: the knee price at 1024-token prompts
+    python benchmarks/e2e/sim_policy_ab.py --variants default,hardknee \
         --acceptance 0.6,0.8 --batches 8,32,64 --prompt-len 1024 --context-law
 """
 
@@ -36,7 +36,6 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 import sim_closed_batch as scb  # noqa: E402
 
 from vllm_bass.policy.auto_off import CONFIDENT_SPEEDUP as DEFAULT_CONFIDENT  # noqa: E402
-from vllm_bass.policy.cost_model import OFF_SHARE as DEFAULT_OFF_SHARE  # noqa: E402
 
 
 def configure(variant: str, sched) -> None:
@@ -45,15 +44,10 @@ def configure(variant: str, sched) -> None:
 
     auto_off.CONFIDENT_SPEEDUP = (float(variant[len("confident"):])
                                   if variant.startswith("confident") else DEFAULT_CONFIDENT)
-    from vllm_bass.policy import cost_model
-
-    cost_model.OFF_SHARE = DEFAULT_OFF_SHARE
     if variant in ("closed_plan", "open_plan"):
         sched.bass_policy.closed_batch_plan = variant == "closed_plan"
     elif variant == "hardknee":  # session 28's bound: no knee price
         sched.bass_kv_per_weight = None
-    elif variant.startswith("offshare"):  # the off-steps' least share of the cost fit
-        cost_model.OFF_SHARE = float(variant[len("offshare"):])
     elif variant != "default" and not variant.startswith("confident"):
         raise SystemExit(f"unknown variant {variant!r}")
 

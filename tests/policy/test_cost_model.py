@@ -320,30 +320,3 @@ def test_a_noisy_long_prefill_step_is_weighed_by_its_relative_error():
     model = est.model_for(64)
     assert model.per_draft_step == pytest.approx(b / a, rel=0.35)
 
-
-def test_the_plain_step_stays_anchored_to_the_off_steps():
-    """Replay of session 29's call-3 H100 trace (1024-token prompts, batch 8-64, alpha 0.8
-    and 0.6): a handful of off-steps among drafting steps of one shape is all that tells a
-    plain step from the drafting costs. Weighed as one step each, the ridge's prior shape
-    pulled the plain step of batch 64 to 12 ms where off-steps took 16-18 ms, and every
-    drafting cost looked 1.3-1.5x dearer (shorter plans); at OFF_SHARE it stays near them."""
-    import csv
-    import gzip
-    import statistics
-    from pathlib import Path
-
-    trace = (Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "session29"
-             / "step_trace_call3_bass_default.csv.gz")
-    est = StepCostEstimator()
-    offs, ratios = [], []
-    for i, row in enumerate(csv.reader(gzip.open(trace, "rt"))):
-        batch, steps, tokens, ms, other = (int(row[1]), int(row[2]), int(row[3]),
-                                           float(row[4]), int(row[5]))
-        fit = est.fits.get(64)
-        if batch == 64 and i > 300 and len(offs) >= 5 and fit is not None:
-            ratios.append(float(est._theta(fit)[0]) * 1e3 / statistics.median(offs))
-        if batch == 64 and steps == 0 and other == 0:
-            offs.append(ms)
-        est.observe(batch, steps, tokens, ms / 1000, other)
-    assert len(ratios) > 200
-    assert min(ratios) > 0.8

@@ -72,7 +72,6 @@ LENGTH_SPREAD = 0.5  # draft steps' weighted standard deviation below which they
 OUTLIER_FACTOR = 4.0  # a step this many times its shape's fastest (or the model) is a stall
 FEW_STEPS = 3  # a shape seen this often or less is judged against the other shapes' model
 RARE_FACTOR = 2.0  # ... and, once the gross stalls are out, this far above it is a stall
-OFF_SHARE = 0.25  # the least share of a window's weight its off-steps carry (`_solve`)
 HUBER_K = 1.5  # residuals beyond this many robust standard deviations weigh less
 HUBER_ITERATIONS = 3
 # ... and their robust scale is at least this share of the median step: step times that
@@ -289,17 +288,6 @@ class StepCostEstimator:
         reference = float(np.median(ys[decode] if decode.any() else ys))
         norm = np.where(decode, 1.0, np.maximum(1.0, ys / max(reference, 1e-12)))
         w = w / norm ** 2
-        # the off-steps are the only steps that tell a plain step from the drafting costs;
-        # a handful among a window of drafting steps of one shape weighed too little, and
-        # the ridge's prior shape (a verified token 0.01 of a plain step: 1.9 plain steps for
-        # 192 tokens at batch 64) pulled the plain step down to 12-14 ms where off-steps
-        # took 16-18 (H100, session 29, 1024-token prompts): every drafting cost then looked
-        # 1.3-1.5x dearer and the plans shortened. They weigh at least OFF_SHARE of the window.
-        off = (xs[:, 1] == 0) & decode
-        if off.any() and not off.all():
-            boost = OFF_SHARE * w[~off].sum() / ((1.0 - OFF_SHARE) * w[off].sum())
-            if boost > 1.0:
-                w = np.where(off, w * boost, w)
         ridge = self.prior_strength * np.eye(5)
 
         def ridge_fit(mask: np.ndarray, robust: np.ndarray | None = None) -> np.ndarray:
