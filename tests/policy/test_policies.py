@@ -75,6 +75,14 @@ def test_per_request_turns_off_when_drafts_never_accept_then_probes():
     assert plans[-1].batch_length == 1, "a probe step re-measures acceptance"
 
 
+def brute_force_rate(alphas, cost):
+    """Expected tokens per unit of step time of one plan, term by term."""
+    def rate(ls):
+        gain = sum(1 + sum(a ** j for j in range(1, l + 1)) for a, l in zip(alphas, ls))
+        return gain / cost.step_time(list(ls))
+    return rate
+
+
 def test_per_request_optimum_matches_brute_force():
     import itertools
 
@@ -84,10 +92,7 @@ def test_per_request_optimum_matches_brute_force():
     alphas = [0.95, 0.7, 0.3]
     got = p.best_lengths(alphas)
 
-    def rate(ls):
-        gain = sum(1 + sum(a ** j for j in range(1, l + 1)) for a, l in zip(alphas, ls))
-        return gain / cost.step_time(list(ls))
-
+    rate = brute_force_rate(alphas, cost)
     best = max(itertools.product(range(5), repeat=3), key=rate)
     assert rate(got) == pytest.approx(rate(best), rel=1e-9)
 
@@ -484,10 +489,7 @@ def test_per_request_optimum_with_a_knee_price_matches_brute_force(seed):
     alphas = [float(a) for a in rng.uniform(0.2, 0.95, size=4)]
     got = p.best_lengths(alphas)
 
-    def rate(ls):
-        gain = sum(1 + sum(a ** j for j in range(1, l + 1)) for a, l in zip(alphas, ls))
-        return gain / cost.step_time(list(ls))
-
+    rate = brute_force_rate(alphas, cost)
     best = max(itertools.product(range(6), repeat=4), key=rate)
     assert rate(got) == pytest.approx(rate(best), rel=1e-9)
 
