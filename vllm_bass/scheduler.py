@@ -128,8 +128,6 @@ def kv_bytes_per_weight_byte(vllm_config) -> float | None:
     the model's own dtype with full attention only (None otherwise: MoE, quantized
     weights, sliding windows, unknown fields; the hard knee bound stays there). 7B shape:
     512 KiB per token / 13 GB."""
-    import torch
-
     model = vllm_config.model_config
     cfg = getattr(model, "hf_text_config", None)
     try:
@@ -148,10 +146,9 @@ def kv_bytes_per_weight_byte(vllm_config) -> float | None:
         # KV), the LM head (the embedding is gathered, not read whole)
         params = layers * (2 * h * heads * head_dim + 2 * h * kv_heads * head_dim
                            + 3 * h * inter) + vocab * h
-        weight_bytes = params * torch.empty((), dtype=model.dtype).element_size()
+        weight_bytes = params * model.dtype.itemsize
         cache_dtype = str(vllm_config.cache_config.cache_dtype)
-        kv_element = 1 if cache_dtype.startswith("fp8") else torch.empty(
-            (), dtype=model.dtype).element_size()
+        kv_element = 1 if cache_dtype.startswith("fp8") else model.dtype.itemsize
         kv_bytes = 2 * layers * kv_heads * head_dim * kv_element
     except (AttributeError, TypeError, ValueError):
         return None

@@ -48,8 +48,18 @@ DRAFT_KV_MS_PER_CACHED_TOKEN = 0.000005
 # the 7B shape's KV bytes per cached token over its weight bytes (the scheduler's knee
 # price; `scheduler.kv_bytes_per_weight_byte` of a Llama-2-7B config): the simulated
 # scheduler runs the embedded tiny pair, whose ratio is not the law's
-KV_PER_WEIGHT_7B = 2 * 32 * 4096 * 2 / (2 * (32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
-                                            + 32000 * 4096))
+def kv_per_weight_7b() -> float:
+    from types import SimpleNamespace
+
+    import torch
+
+    from vllm_bass.scheduler import kv_bytes_per_weight_byte
+
+    hf = SimpleNamespace(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                         num_key_value_heads=32, intermediate_size=11008, vocab_size=32000)
+    return kv_bytes_per_weight_byte(SimpleNamespace(
+        model_config=SimpleNamespace(hf_text_config=hf, dtype=torch.bfloat16, quantization=None),
+        cache_config=SimpleNamespace(cache_dtype="auto")))
 
 
 def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
@@ -81,7 +91,7 @@ def scheduler(batch: int, policy: str, k: int, auto_off: bool, async_scheduling:
                        max_num_seqs=batch, draft_length_policy=policy,
                        num_speculative_tokens=k, auto_off=auto_off)
     sched.bass_token_budget = token_budget
-    sched.bass_kv_per_weight = KV_PER_WEIGHT_7B
+    sched.bass_kv_per_weight = kv_per_weight_7b()
     return sched
 
 

@@ -88,7 +88,6 @@ def test_step_kind():
     assert step_kind(out) == "verify+draft"
 
 
-@pytest.mark.cpu
 def test_trace_folder_is_made(tmp_path):
     """A trace variable naming a folder not yet there is a trace, not a failed start-up."""
     from vllm_bass.diagnostics import open_trace
