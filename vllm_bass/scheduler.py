@@ -204,7 +204,8 @@ class BassScheduler(Scheduler):
         self._bass_schedule_steps = 0
         self._bass_wave_start = 0
         self._bass_last_join: int | None = None
-        self.bass_costs = StepCostEstimator()
+        self.bass_costs = StepCostEstimator(
+            anchor_on_off_steps=envs.flag("VLLM_BASS_COST_ANCHOR"))
         # vLLM's largest CUDA-graph size; each step's budget: step_token_budget
         self.bass_token_budget = verification_token_budget(self.vllm_config)
         # the knee as a price (`cost_model.knee_price`) where the weights' share of a step's

@@ -211,8 +211,13 @@ def nonnegative_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 class StepCostEstimator:
     def __init__(self, prior: StepCostModel | None = None, forget: float = 0.98,
-                 prior_strength: float = 0.1, min_weight: float = 6.0):
+                 prior_strength: float = 0.1, min_weight: float = 6.0,
+                 anchor_on_off_steps: bool = True):
         self.prior = prior or PRIOR_COSTS
+        # the ridge's prior scale from the window's off-steps (`_solve`); False (the
+        # scheduler's VLLM_BASS_COST_ANCHOR=0): the steps' mean through the prior's shape,
+        # as before session 30 (an A/B aid)
+        self.anchor_on_off_steps = anchor_on_off_steps
         self.forget = forget
         self.prior_strength = prior_strength
         self.min_weight = min_weight
@@ -289,13 +294,26 @@ class StepCostEstimator:
         norm = np.where(decode, 1.0, np.maximum(1.0, ys / max(reference, 1e-12)))
         w = w / norm ** 2
         ridge = self.prior_strength * np.eye(5)
+        # the prior's scale: the off-steps' mean time where the window holds any (they
+        # measure a plain step directly), else the steps' mean through the prior's shape.
+        # That shape prices a verified token at 0.01 of a plain step, 1.9 plain steps for
+        # 192 tokens at batch 64, where the H100 took 0.05 (session 29, 1024-token prompts);
+        # scaled through it the ridge pulled the plain step toward 6 ms, and as the last
+        # off-step's weight decayed the fit drifted from 17 to 12 ms while off-steps took
+        # 16-18 ms: every drafting cost looked 1.3-1.5x dearer and the plans shortened
+        off = (xs[:, 1] == 0) & decode
+        anchored = self.anchor_on_off_steps
 
         def ridge_fit(mask: np.ndarray, robust: np.ndarray | None = None) -> np.ndarray:
             xm, ym, wm = xs[mask], ys[mask], w[mask]
             if robust is not None:
                 wm = wm * robust[mask]
-            mean_x = (wm @ xm) / wm.sum()
-            theta0 = shape * ((wm @ ym) / wm.sum() / float(shape @ mean_x))
+            on_off = off[mask] & (wm > 0)
+            if anchored and on_off.any():
+                theta0 = shape * ((wm[on_off] @ ym[on_off]) / wm[on_off].sum() / shape[0])
+            else:
+                mean_x = (wm @ xm) / wm.sum()
+                theta0 = shape * ((wm @ ym) / wm.sum() / float(shape @ mean_x))
             xtx = (xm * wm[:, None]).T @ xm + ridge
             xty = (xm * (wm * ym)[:, None]).sum(axis=0) + ridge @ theta0
             return nonnegative_solve(xtx, xty)
