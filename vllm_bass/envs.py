@@ -42,9 +42,9 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
         "1", "0: our attention kernels launch after the KV-cache write (and SPLIT's "
              "reduction after its splits) ends, not overlapped with it through Hopper's "
              "programmatic dependent launch (A/B measurements)"),
-    "VLLM_BASS_COST_ANCHOR": (
-        "1", "0: the step-cost fit scales its prior from all steps through the prior's shape, "
-             "not from the off-steps' time (A/B measurements)"),
+    "VLLM_BASS_COST_FIT": (
+        "", "session29: the step-cost fit as before session 30, without its per-request term "
+            "and with its prior scaled by every step, not the off-steps (A/B measurements)"),
     "VLLM_BASS_EAGER_COUNT_CORRECTION": (
         "1", "0: keep vLLM's torch.compile'd async draft-count correction in BASS engines "
              "(recompiles of 0.4-1 s inside serving steps as batch sizes change)"),

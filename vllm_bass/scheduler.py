@@ -205,7 +205,7 @@ class BassScheduler(Scheduler):
         self._bass_wave_start = 0
         self._bass_last_join: int | None = None
         self.bass_costs = StepCostEstimator(
-            anchor_on_off_steps=envs.flag("VLLM_BASS_COST_ANCHOR"))
+            session29_fit=envs.get("VLLM_BASS_COST_FIT").strip() == "session29")
         # vLLM's largest CUDA-graph size; each step's budget: step_token_budget
         self.bass_token_budget = verification_token_budget(self.vllm_config)
         # the knee as a price (`cost_model.knee_price`) where the weights' share of a step's

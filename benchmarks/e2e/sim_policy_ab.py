@@ -12,8 +12,8 @@ decoding's makespan over each variant's (higher is better), fixed K for referenc
 
 Variants: `closed_plan` / `open_plan` (`closed_batch_plan` on / off), `confidentX` (the
 predicted speedup above which no off-step measures plain decoding), `hardknee` (the
-256-token bound instead of the knee price), `noanchor` (the cost fit's prior scaled by
-every step's mean, not the off-steps', as before session 30), `default`. (Session 29's `offshareX`, the
+256-token bound instead of the knee price), `s29fit` (the step-cost fit before session
+30: no per-request term, its prior scaled by every step's mean), `default`. (Session 29's `offshareX`, the
 off-steps' least share of the cost fit, lives in git history at c63dd22.)
 
     # session 29: the knee price at 1024-token prompts
@@ -49,8 +49,8 @@ def configure(variant: str, sched) -> None:
         sched.bass_policy.closed_batch_plan = variant == "closed_plan"
     elif variant == "hardknee":  # session 28's bound: no knee price
         sched.bass_kv_per_weight = None
-    elif variant == "noanchor":  # before session 30: the cost fit's prior scaled by all steps
-        sched.bass_costs.anchor_on_off_steps = False
+    elif variant == "s29fit":  # the step-cost fit before session 30
+        sched.bass_costs.per_request_term = sched.bass_costs.anchor_on_off_steps = False
     elif variant != "default" and not variant.startswith("confident"):
         raise SystemExit(f"unknown variant {variant!r}")
 

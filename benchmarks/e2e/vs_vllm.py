@@ -107,9 +107,9 @@ EXTRA_SYSTEMS["bass_off"] = {}
 # our attention without programmatic dependent launch (VLLM_BASS_ATTENTION_PDL=0): each
 # kernel waits for the one before it to end (session 28's A/B)
 EXTRA_SYSTEMS["bass_nopdl"] = {}
-# the cost fit's prior scaled by every step's mean, not the off-steps' time
-# (VLLM_BASS_COST_ANCHOR=0: the code before session 30)
-EXTRA_SYSTEMS["bass_noanchor"] = {}
+# the step-cost fit before session 30 (VLLM_BASS_COST_FIT=session29): no per-request term,
+# the prior scaled by every step's mean, not the off-steps' time
+EXTRA_SYSTEMS["bass_s29fit"] = {}
 # plain decoding on vLLM's V1 model runner, the one every draft_model engine (vLLM's and
 # BASS) runs on; vLLM 0.27.1 runs plain decoding of Llama on its V2 runner by default
 PLAIN_SYSTEMS = ("plain", "plain_v1")
@@ -123,8 +123,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_USE_V2_MODEL_RUNNER": "0"}
     if system == "bass_nopdl":
         return {"VLLM_BASS_ATTENTION_PDL": "0"}
-    if system == "bass_noanchor":
-        return {"VLLM_BASS_COST_ANCHOR": "0"}
+    if system == "bass_s29fit":
+        return {"VLLM_BASS_COST_FIT": "session29"}
     return {"VLLM_BASS_FIRST_PASS_GRAPHS": "0"} if system.endswith(FIRST_PASS_AB) else {}
 
 

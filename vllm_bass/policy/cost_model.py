@@ -2,8 +2,14 @@
 
 The scheduler (one process, so every tensor-parallel rank gets the same numbers) times each
 engine step and fits, per batch-size bucket, the wall time
-    T ~ a + e * drafted + b * draft_steps + c * verify_tokens + d * other_tokens
-(a: a plain decode step -- what an off-step costs, since off-steps skip the draft model; e:
+    T ~ a + r * requests + e * drafted + b * draft_steps + c * verify_tokens
+        + d * other_tokens
+(a + r * requests: a plain decode step -- what an off-step costs, since off-steps skip the
+draft model; r is each request's own share, mostly its KV-cache read, which with long
+contexts is most of the step (0.19 ms a request at 1100 cached tokens on an H100: the 7B
+shape's KV of one request over the copy bandwidth), and without it, as a closed batch
+drained, the verified tokens (which follow the requests) took the requests' cost: 2.5x a
+verified token's and nothing for a draft step (session 30's trace); e:
 the draft's first pass over the step's new tokens, paid only when it drafts; b: one
 autoregressive draft step of the batch; c: one more verified token; d: one token of a
 prefill in the same step, which the plan does not choose but a server's steps mostly
@@ -212,12 +218,13 @@ def nonnegative_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class StepCostEstimator:
     def __init__(self, prior: StepCostModel | None = None, forget: float = 0.98,
                  prior_strength: float = 0.1, min_weight: float = 6.0,
-                 anchor_on_off_steps: bool = True):
+                 session29_fit: bool = False):
         self.prior = prior or PRIOR_COSTS
-        # the ridge's prior scale from the window's off-steps (`_solve`); False (the
-        # scheduler's VLLM_BASS_COST_ANCHOR=0): the steps' mean through the prior's shape,
-        # as before session 30 (an A/B aid)
-        self.anchor_on_off_steps = anchor_on_off_steps
+        # True (the scheduler's VLLM_BASS_COST_FIT=session29, an A/B aid): the fit before
+        # session 30, without the per-request term and with the ridge's prior scaled by
+        # every step's mean through the prior's shape, not by the off-steps' time
+        self.per_request_term = not session29_fit
+        self.anchor_on_off_steps = not session29_fit
         self.forget = forget
         self.prior_strength = prior_strength
         self.min_weight = min_weight
@@ -235,7 +242,7 @@ class StepCostEstimator:
         fit = self.fits.setdefault(batch_bucket(batch), _Fit())
         drafted = 1.0 if draft_steps > 0 else 0.0
         fit.steps.append((1.0, drafted, float(draft_steps), float(verify_tokens),
-                          float(max(other_tokens, 0)), seconds))
+                          float(max(other_tokens, 0)), float(batch), seconds))
         fit.off_weight = fit.off_weight * self.forget + (1.0 - drafted)
         fit.draft_weight = fit.draft_weight * self.forget + drafted
         fit.draft_steps_sum = fit.draft_steps_sum * self.forget + drafted * draft_steps
@@ -252,7 +259,7 @@ class StepCostEstimator:
         if fit is None or fit.weight < self.min_weight:
             return self.prior
         theta = self._theta(fit)
-        a = theta[0]
+        a = theta[0] + theta[5] * batch  # a plain step of this batch (theta[5] = 0: off)
         if not a > 0:
             return self.prior
         return StepCostModel(base=1.0, per_draft_step=max(float(theta[2] / a), 1e-4),
@@ -261,7 +268,7 @@ class StepCostEstimator:
 
     def _theta(self, fit: _Fit) -> np.ndarray:
         """Absolute costs (seconds) [base, draft_pass, per_draft_step, per_verify_token,
-        per_other_token].
+        per_other_token, per_request]: a plain step of B requests is base + per_request * B.
         Re-solved after every RESOLVE_EVERY observations (and until min_weight is reached),
         not every step: the scheduler asks every step, a solve costs ~1 ms of host time on a
         2-core CPU (benchmarks/results/replay_cost_fit_new.md),
@@ -277,9 +284,12 @@ class StepCostEstimator:
         stalls, pulled toward the prior's shape scaled to the steps' mean time."""
         p = self.prior
         shape = np.array([p.base, p.draft_pass, p.per_draft_step, p.per_verify_token,
-                          PRIOR_OTHER_TOKEN * p.base])
+                          PRIOR_OTHER_TOKEN * p.base, PER_REQUEST_SLOPE_PRIOR * p.base])
         data = np.array(fit.steps)
-        xs, ys = data[:, :5], data[:, 5]
+        xs, ys = data[:, :6], data[:, 6]
+        if not self.per_request_term:
+            xs[:, 5] = 0.0
+            shape[5] = 0.0
         w = self.forget ** np.arange(len(ys) - 1, -1, -1, dtype=np.float64)
         # a step with prefill tokens weighs as its relative error would, once longer than
         # the median step without: a step's scatter grows with its length, and a few
@@ -293,7 +303,7 @@ class StepCostEstimator:
         reference = float(np.median(ys[decode] if decode.any() else ys))
         norm = np.where(decode, 1.0, np.maximum(1.0, ys / max(reference, 1e-12)))
         w = w / norm ** 2
-        ridge = self.prior_strength * np.eye(5)
+        ridge = self.prior_strength * np.eye(6)
         # the prior's scale: the off-steps' mean time where the window holds any (they
         # measure a plain step directly), else the steps' mean through the prior's shape.
         # That shape prices a verified token at 0.01 of a plain step, 1.9 plain steps for
@@ -310,7 +320,9 @@ class StepCostEstimator:
                 wm = wm * robust[mask]
             on_off = off[mask] & (wm > 0)
             if anchored and on_off.any():
-                theta0 = shape * ((wm[on_off] @ ym[on_off]) / wm[on_off].sum() / shape[0])
+                mean_off = (wm[on_off] @ xm[on_off]) / wm[on_off].sum()
+                theta0 = shape * ((wm[on_off] @ ym[on_off]) / wm[on_off].sum()
+                                  / float(shape @ mean_off))
             else:
                 mean_x = (wm @ xm) / wm.sum()
                 theta0 = shape * ((wm @ ym) / wm.sum() / float(shape @ mean_x))
@@ -355,8 +367,12 @@ class StepCostEstimator:
         observations (the closed-batch plan asks every step)."""
         line = self._share_line
         if line is None or self._observed - line[0] >= RESOLVE_EVERY:
-            points = [(fit.batch_sum / fit.weight, float(self._theta(fit)[0]))
-                      for fit in self.fits.values() if fit.weight >= self.min_weight]
+            points = []
+            for fit in self.fits.values():
+                if fit.weight >= self.min_weight:
+                    mean_batch = fit.batch_sum / fit.weight
+                    theta = self._theta(fit)
+                    points.append((mean_batch, float(theta[0] + theta[5] * mean_batch)))
             a0, c = 1.0, PER_REQUEST_SLOPE_PRIOR
             if len(points) >= 2:
                 xs, ys = np.array(points).T
