@@ -660,6 +660,13 @@ def main() -> None:
         if kept - {args.workload}:
             raise SystemExit(f"{path} holds {sorted(kept)} rows; --workload {args.workload} "
                              "goes to another --out (one workload a file)")
+        # rows of other prompt / output lengths are another experiment: merged, a row of
+        # 128-token prompts replaced one of 1024 under the same key (session 30, call 3)
+        if data["rows"] and (data.get("prompt_len"), data.get("max_tokens")) != (
+                args.prompt_len, args.max_tokens):
+            raise SystemExit(f"{path} holds rows of --prompt-len {data.get('prompt_len')} "
+                             f"--max-tokens {data.get('max_tokens')}; these go to another "
+                             "--out (one prompt and output length a file)")
         from benchmarks.e2e.bench_policies import device_name
 
         data.update(device=device_name(), prompt_len=args.prompt_len,

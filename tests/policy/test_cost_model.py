@@ -323,3 +323,51 @@ def test_a_noisy_long_prefill_step_is_weighed_by_its_relative_error():
     model = est.model_for(64)
     assert model.per_draft_step == pytest.approx(b / a, rel=0.35)
 
+
+
+def _replay_plain_step_and_token_price(session29_fit: bool) -> tuple[list[float], list[float]]:
+    """Session 30's H100 step trace (BASS default, 1024-token prompts, alpha 0.6 / 0.8,
+    batch 32 / 64): at every decode step of batch 64, the fitted plain step over the median
+    of the last off-steps of batch 64, and the fitted price of a verified token."""
+    import csv
+    import gzip
+    import statistics
+    from pathlib import Path
+
+    trace = (Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "session30"
+             / "step_trace_call2_bass_default.csv.gz")
+    est = StepCostEstimator(session29_fit=session29_fit)
+    ratios, prices, off_steps = [], [], []
+    with gzip.open(trace, "rt") as fh:
+        for row in csv.reader(fh):
+            batch, steps, tokens, ms, other = (int(row[1]), int(row[2]), int(row[3]),
+                                               float(row[4]), int(row[5]))
+            if batch == 64 and other == 0:
+                if steps == 0:
+                    off_steps.append(ms / 1000)
+                fit = est.fits.get(64)
+                if fit is not None and fit.weight >= est.min_weight and len(off_steps) >= 3:
+                    theta = est._theta(fit)
+                    ratios.append((theta[0] + theta[5] * 64)
+                                  / statistics.median(off_steps[-5:]))
+                    prices.append(est.model_for(64).per_verify_token)
+            est.observe(batch, steps, tokens, ms / 1000, other)
+    return ratios, prices
+
+
+def test_the_plain_step_follows_the_off_steps_as_a_closed_batch_drains():
+    """With long contexts each request's KV read is most of a step; without the per-request
+    term the verified tokens (which follow the requests as the batch drains) took that cost
+    and the plain step sank to 0.6 of what off-steps took (H100, session 30): drafting looked
+    dearer than it was. Both fits replay the same trace; the earlier one must show the fault
+    (or the trace no longer tests it)."""
+    import statistics
+
+    ratios, prices = _replay_plain_step_and_token_price(session29_fit=False)
+    assert len(ratios) > 200
+    assert statistics.median(ratios) == pytest.approx(1.0, abs=0.1)
+    assert min(ratios) > 0.8
+    # 64 more verified tokens took +0.8 ms of a ~17 ms step (session 29's profile): ~0.0007
+    assert statistics.median(prices) < 0.002
+    old_ratios, old_prices = _replay_plain_step_and_token_price(session29_fit=True)
+    assert statistics.median(old_ratios) < 0.75 and statistics.median(old_prices) > 0.003
