@@ -478,3 +478,24 @@ def test_a_priced_knee_keeps_the_large_batch_floor():
     assert priced_step_budget(512, 128, 256) == 512
     assert priced_step_budget(1536, 64, 256) == 1536 - 64 > step_token_budget(1536, 64, 256)
     assert priced_step_budget(1536, 8, 256) == 1528
+
+
+@pytest.mark.parametrize("over_fit", [False, True])
+def test_the_knee_price_adds_to_the_fitted_token_price_or_tops_it(over_fit, monkeypatch):
+    """The default prices a token past the knee at the fitted token price plus the knee's
+    compute price; VLLM_BASS_KNEE_PRICE=over_fit (session 31's A/B) at the larger of them."""
+    from vllm_bass.policy.cost_model import StepCostModel, knee_price
+
+    if over_fit:
+        monkeypatch.setenv("VLLM_BASS_KNEE_PRICE", "over_fit")
+    else:
+        monkeypatch.delenv("VLLM_BASS_KNEE_PRICE", raising=False)
+    sched = _scheduler(True)
+    sched.bass_kv_per_weight = 1e-5  # no requests held: the weights are all the traffic
+    knee = sched.bass_config.verify_knee_tokens
+    full = knee_price(1.0, knee)
+    for fitted in (0.0, full / 2, 2 * full):
+        cost = sched._bass_knee_priced(StepCostModel(per_verify_token=fitted), [], knee)
+        assert cost.knee_drafts == knee
+        expected = max(0.0, full - fitted) if over_fit else full
+        assert cost.past_knee_price == pytest.approx(expected)

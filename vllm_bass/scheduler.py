@@ -212,6 +212,8 @@ class BassScheduler(Scheduler):
         # memory traffic is known: with long contexts a verification past the knee is cheap
         self.bass_kv_per_weight = (kv_bytes_per_weight_byte(self.vllm_config)
                                    if self.bass_config.verify_knee_tokens > 0 else None)
+        # VLLM_BASS_KNEE_PRICE=over_fit (an A/B candidate for session 31; `_bass_knee_priced`)
+        self._bass_knee_over_fit = envs.get("VLLM_BASS_KNEE_PRICE").strip() == "over_fit"
         self._bass_last_end: float | None = None  # end of the previous update_from_output
         # Diagnostics: VLLM_BASS_STEP_TRACE=FILE appends
         # "end_s,batch,draft_steps,verify_tokens,ms,other_tokens" for every timed step (what
@@ -311,9 +313,13 @@ class BassScheduler(Scheduler):
         requests = self.requests
         cached = sum(requests[r].num_computed_tokens for r in req_ids if r in requests)
         share = 1.0 / (1.0 + self.bass_kv_per_weight * cached)
-        return dataclasses.replace(
-            cost, knee_drafts=max(0, knee_budget - len(req_ids)),
-            past_knee_price=knee_price(share, self.bass_config.verify_knee_tokens))
+        price = knee_price(share, self.bass_config.verify_knee_tokens)
+        if self._bass_knee_over_fit:
+            # a token past the knee costs the larger of the fitted token price and the
+            # compute price, not their sum: the fit already holds steps at the knee
+            price = max(0.0, price - cost.per_verify_token)
+        return dataclasses.replace(cost, knee_drafts=max(0, knee_budget - len(req_ids)),
+                                   past_knee_price=price)
 
     def _bass_write_plan(self, req_ids, plan) -> None:
         import json

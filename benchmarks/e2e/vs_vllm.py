@@ -110,6 +110,9 @@ EXTRA_SYSTEMS["bass_nopdl"] = {}
 # the step-cost fit before session 30 (VLLM_BASS_COST_FIT=session29): no per-request term,
 # the prior scaled by every step's mean, not the off-steps' time
 EXTRA_SYSTEMS["bass_s29fit"] = {}
+# a verified token past the knee priced at max(fitted price, knee price), not their sum
+# (VLLM_BASS_KNEE_PRICE=over_fit)
+EXTRA_SYSTEMS["bass_knee_over_fit"] = {}
 # plain decoding on vLLM's V1 model runner, the one every draft_model engine (vLLM's and
 # BASS) runs on; vLLM 0.27.1 runs plain decoding of Llama on its V2 runner by default
 PLAIN_SYSTEMS = ("plain", "plain_v1")
@@ -125,6 +128,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_BASS_ATTENTION_PDL": "0"}
     if system == "bass_s29fit":
         return {"VLLM_BASS_COST_FIT": "session29"}
+    if system == "bass_knee_over_fit":
+        return {"VLLM_BASS_KNEE_PRICE": "over_fit"}
     return {"VLLM_BASS_FIRST_PASS_GRAPHS": "0"} if system.endswith(FIRST_PASS_AB) else {}
 
 
