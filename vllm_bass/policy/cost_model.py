@@ -281,7 +281,8 @@ class StepCostEstimator:
 
     def _solve(self, fit: _Fit) -> np.ndarray:
         """Exponentially weighted ridge least squares over the window's steps minus the
-        stalls, pulled toward the prior's shape scaled to the steps' mean time."""
+        stalls, pulled toward the prior's shape scaled to the off-steps' mean time (to every
+        step's where the window holds no off-step)."""
         p = self.prior
         shape = np.array([p.base, p.draft_pass, p.per_draft_step, p.per_verify_token,
                           PRIOR_OTHER_TOKEN * p.base, PER_REQUEST_SLOPE_PRIOR * p.base])
