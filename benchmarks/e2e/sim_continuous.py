@@ -3,7 +3,8 @@ in requests, the batch kept in flight, tokens per second until the last request 
 submitted) on `sim_closed_batch.py`'s simulated H100 step law, with 128-token prompts whose
 prefill rides in decode steps (PREFILL_TOKEN_MS). BASS default (and its plan without the
 closed-batch objective) against fixed K without auto-off (vLLM draft_model's shape of plan,
-not its host costs); each as its speed-up over plain decoding's token rate.
+not its host costs); each as its speed-up over plain decoding's token rate. `bass_s29fit`:
+the default with the step-cost fit before session 30.
 
     python benchmarks/e2e/sim_continuous.py --acceptance mix,0.9 --batches 8,32,64 \\
         --out benchmarks/results/session25/sim_continuous.json
@@ -35,6 +36,8 @@ def speedup(system: str, acceptance: str, batch: int, seeds: int) -> float:
         sched = scb.system_scheduler(system, batch)
         if not system.startswith("k"):
             sched.bass_policy.closed_batch_plan = system != "bass_open_plan"
+        if system == "bass_s29fit":  # the step-cost fit before session 30
+            sched.bass_costs.per_request_term = sched.bass_costs.anchor_on_off_steps = False
         scb.run_continuous(sched, alphas, 128, batch, 1000 + seed)
         rates.append(scb.run_continuous(sched, alphas, 128, batch, seed)["tokens_per_ms"])
     return statistics.mean(rates) / (batch / scb.h100_step_ms(batch, 0, 0))
