@@ -45,6 +45,15 @@ CONTEXT_LAW = [False]
 LAW_CONTEXT = 190
 KV_MS_PER_CACHED_TOKEN = 0.00016
 DRAFT_KV_MS_PER_CACHED_TOKEN = 0.000005
+# The GEMMs' knee (`KNEE_LAW`, --knee-law): past ~256 tokens a step (the scheduler's
+# verify_knee_tokens) the target's forward turns compute-bound and each further decode token
+# costs ~0.016 ms more than the law's linear 0.0072 (H100, session 30 call 3, 128-token
+# prompts, batch 64: vLLM K=3 -> K=4 took ~+1.5 ms a decode step for 64 more tokens once
+# the prefill's share and a draft step are taken out; ~0.017 ms is a 7B token's 13 GFLOP
+# at ~800 TFLOP/s). A prefill chunk in the step fills the knee first.
+KNEE_LAW = [False]
+KNEE_TOKENS = 256
+KNEE_EXTRA_MS_PER_TOKEN = 0.016
 # the 7B shape's KV bytes per cached token over its weight bytes (the scheduler's knee
 # price; `scheduler.kv_bytes_per_weight_byte` of a Llama-2-7B config): the simulated
 # scheduler runs the embedded tiny pair, whose ratio is not the law's
@@ -72,6 +81,10 @@ def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
     ms = 5.68 + 0.049 * batch + 0.0072 * verify_tokens + PREFILL_TOKEN_MS * other_tokens
     if draft_steps:
         ms += 0.55 + 0.006 * batch + draft_steps * (0.17 + 0.0036 * batch)
+    if KNEE_LAW[0]:
+        decode_tokens = batch + verify_tokens
+        past = min(decode_tokens, max(0, decode_tokens + other_tokens - KNEE_TOKENS))
+        ms += KNEE_EXTRA_MS_PER_TOKEN * past
     if CONTEXT_LAW[0] and cached_tokens:  # cached tokens of the step's decoding requests
         extra = max(0, cached_tokens - LAW_CONTEXT * batch)
         ms += KV_MS_PER_CACHED_TOKEN * extra + DRAFT_KV_MS_PER_CACHED_TOKEN * extra * draft_steps
@@ -246,10 +259,13 @@ def main() -> None:
                     help="prompt tokens (their prefill costs PREFILL_TOKEN_MS a token)")
     ap.add_argument("--context-law", action="store_true",
                     help="decode steps pay for their cached tokens (CONTEXT_LAW)")
+    ap.add_argument("--knee-law", action="store_true",
+                    help="decode tokens past the GEMMs' knee cost more (KNEE_LAW)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     JITTER[0] = args.jitter
     CONTEXT_LAW[0] = args.context_law
+    KNEE_LAW[0] = args.knee_law
     MAX_MODEL_LEN[0] = max(512, args.prompt_len + args.max_tokens + 64)
     rows = []
     for acceptance in args.acceptance.split(","):

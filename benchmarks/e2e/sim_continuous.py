@@ -38,6 +38,8 @@ def speedup(system: str, acceptance: str, batch: int, seeds: int) -> float:
             sched.bass_policy.closed_batch_plan = system != "bass_open_plan"
         if system == "bass_s29fit":  # the step-cost fit before session 30
             sched.bass_costs.per_request_term = sched.bass_costs.anchor_on_off_steps = False
+        if system == "bass_knee_over_fit":  # VLLM_BASS_KNEE_PRICE=over_fit
+            sched._bass_knee_over_fit = True
         scb.run_continuous(sched, alphas, 128, batch, 1000 + seed)
         rates.append(scb.run_continuous(sched, alphas, 128, batch, seed)["tokens_per_ms"])
     return statistics.mean(rates) / (batch / scb.h100_step_ms(batch, 0, 0))
@@ -50,9 +52,12 @@ def main() -> None:
     ap.add_argument("--systems", default="bass_default,bass_open_plan,k2,k3")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--jitter", type=float, default=0.15)
+    ap.add_argument("--knee-law", action="store_true",
+                    help="decode tokens past the GEMMs' knee cost more (KNEE_LAW)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     scb.JITTER[0] = args.jitter
+    scb.KNEE_LAW[0] = args.knee_law
     rows = []
     for acceptance in args.acceptance.split(","):
         for batch in (int(b) for b in args.batches.split(",")):
@@ -68,7 +73,8 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(
             {"device": "none (simulated H100 step law)", "code": commit,
              "seeds": args.seeds, "jitter": args.jitter,
-             "prefill_token_ms": scb.PREFILL_TOKEN_MS, "rows": rows}, indent=1))
+             "prefill_token_ms": scb.PREFILL_TOKEN_MS, "knee_law": args.knee_law,
+             "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

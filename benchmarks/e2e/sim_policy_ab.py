@@ -13,8 +13,10 @@ decoding's makespan over each variant's (higher is better), fixed K for referenc
 Variants: `closed_plan` / `open_plan` (`closed_batch_plan` on / off), `confidentX` (the
 predicted speedup above which no off-step measures plain decoding), `hardknee` (the
 256-token bound instead of the knee price), `s29fit` (the step-cost fit before session
-30: no per-request term, its prior scaled by every step's mean), `default`. (Session 29's `offshareX`, the
-off-steps' least share of the cost fit, lives in git history at c63dd22.)
+30: no per-request term, its prior scaled by every step's mean), `overfitknee` (a token past
+the knee at the larger of the fitted and the knee's price, not their sum), `default`.
+(Session 29's `offshareX`, the off-steps' least share of the cost fit, lives in git history
+at c63dd22.)
 
     # session 29: the knee price at 1024-token prompts
     python benchmarks/e2e/sim_policy_ab.py --variants default,hardknee \
@@ -49,6 +51,8 @@ def configure(variant: str, sched) -> None:
         sched.bass_policy.closed_batch_plan = variant == "closed_plan"
     elif variant == "hardknee":  # session 28's bound: no knee price
         sched.bass_kv_per_weight = None
+    elif variant == "overfitknee":  # VLLM_BASS_KNEE_PRICE=over_fit
+        sched._bass_knee_over_fit = True
     elif variant == "s29fit":  # the step-cost fit before session 30
         sched.bass_costs.per_request_term = sched.bass_costs.anchor_on_off_steps = False
     elif variant != "default" and not variant.startswith("confident"):
@@ -83,10 +87,13 @@ def main() -> None:
     ap.add_argument("--prompt-len", type=int, default=8)
     ap.add_argument("--context-law", action="store_true",
                     help="decode steps pay for their cached tokens (sim_closed_batch)")
+    ap.add_argument("--knee-law", action="store_true",
+                    help="decode tokens past the GEMMs' knee cost more (KNEE_LAW)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     scb.JITTER[0] = args.jitter
     scb.CONTEXT_LAW[0] = args.context_law
+    scb.KNEE_LAW[0] = args.knee_law
     PROMPT_LEN[0] = args.prompt_len
     scb.MAX_MODEL_LEN[0] = max(512, args.prompt_len + 128 + 64)
     variants = args.variants.split(",") + [f"k{k}" for k in args.fixed_k.split(",") if k]
@@ -103,7 +110,7 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(
             {"device": "none (simulated H100 step law)", "seeds": args.seeds,
              "jitter": args.jitter, "prompt_len": args.prompt_len,
-             "context_law": args.context_law, "rows": rows}, indent=1))
+             "context_law": args.context_law, "knee_law": args.knee_law, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":
