@@ -26,6 +26,8 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 import sim_closed_batch as scb  # noqa: E402
 
+from vllm_bass.policy.cost_model import StepCostEstimator  # noqa: E402
+
 
 def speedup(system: str, acceptance: str, batch: int, seeds: int) -> float:
     """Token rate over plain decoding's (batch tokens a plain step), mean over seeds, each
@@ -37,7 +39,7 @@ def speedup(system: str, acceptance: str, batch: int, seeds: int) -> float:
         if not system.startswith("k"):
             sched.bass_policy.closed_batch_plan = system != "bass_open_plan"
         if system == "bass_s29fit":  # the step-cost fit before session 30
-            sched.bass_costs.per_request_term = sched.bass_costs.anchor_on_off_steps = False
+            sched.bass_costs = StepCostEstimator(session29_fit=True)
         if system == "bass_knee_over_fit":  # VLLM_BASS_KNEE_PRICE=over_fit
             sched._bass_knee_over_fit = True
         scb.run_continuous(sched, alphas, 128, batch, 1000 + seed)

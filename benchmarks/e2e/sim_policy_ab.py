@@ -39,6 +39,7 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 import sim_closed_batch as scb  # noqa: E402
 
 from vllm_bass.policy.auto_off import CONFIDENT_SPEEDUP as DEFAULT_CONFIDENT  # noqa: E402
+from vllm_bass.policy.cost_model import StepCostEstimator  # noqa: E402
 
 
 def configure(variant: str, sched) -> None:
@@ -54,7 +55,7 @@ def configure(variant: str, sched) -> None:
     elif variant == "overfitknee":  # VLLM_BASS_KNEE_PRICE=over_fit
         sched._bass_knee_over_fit = True
     elif variant == "s29fit":  # the step-cost fit before session 30
-        sched.bass_costs.per_request_term = sched.bass_costs.anchor_on_off_steps = False
+        sched.bass_costs = StepCostEstimator(session29_fit=True)
     elif variant != "default" and not variant.startswith("confident"):
         raise SystemExit(f"unknown variant {variant!r}")
 
