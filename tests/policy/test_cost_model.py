@@ -5,7 +5,8 @@ import random
 import numpy as np
 import pytest
 
-from vllm_bass.policy.cost_model import StepCostEstimator, batch_bucket, nonnegative_solve
+from vllm_bass.policy.cost_model import (StepCostEstimator, batch_bucket, nonnegative_solve,
+                                         plain_step)
 from vllm_bass.policy.per_request import StepCostModel
 
 pytestmark = [pytest.mark.cpu]
@@ -324,7 +325,6 @@ def test_a_noisy_long_prefill_step_is_weighed_by_its_relative_error():
     assert model.per_draft_step == pytest.approx(b / a, rel=0.35)
 
 
-
 def _replay_plain_step_and_token_price(session29_fit: bool) -> tuple[list[float], list[float]]:
     """Session 30's H100 step trace (BASS default, 1024-token prompts, alpha 0.6 / 0.8,
     batch 32 / 64): at every decode step of batch 64, the fitted plain step over the median
@@ -347,8 +347,7 @@ def _replay_plain_step_and_token_price(session29_fit: bool) -> tuple[list[float]
                     off_steps.append(ms / 1000)
                 fit = est.fits.get(64)
                 if fit is not None and fit.weight >= est.min_weight and len(off_steps) >= 3:
-                    theta = est._theta(fit)
-                    ratios.append((theta[0] + theta[5] * 64)
+                    ratios.append(plain_step(est._theta(fit), 64)
                                   / statistics.median(off_steps[-5:]))
                     prices.append(est.model_for(64).per_verify_token)
             est.observe(batch, steps, tokens, ms / 1000, other)

@@ -109,6 +109,12 @@ def knee_price(weight_share: float, knee_tokens: int) -> float:
     return float(2.0 ** (round(math.log2(raw) * 8) / 8))
 
 
+def plain_step(theta: np.ndarray, batch: float) -> float:
+    """A plain step of `batch` requests (seconds) from a bucket's solved costs
+    (`StepCostEstimator._theta`)."""
+    return float(theta[0] + theta[5] * batch)
+
+
 def batch_bucket(batch: int) -> int:
     """Powers of two: step costs change smoothly with the batch size."""
     return 1 << max(0, math.ceil(math.log2(max(1, batch))))
@@ -223,8 +229,7 @@ class StepCostEstimator:
         # True (the scheduler's VLLM_BASS_COST_FIT=session29, an A/B aid): the fit before
         # session 30, without the per-request term and with the ridge's prior scaled by
         # every step's mean through the prior's shape, not by the off-steps' time
-        self.per_request_term = not session29_fit
-        self.anchor_on_off_steps = not session29_fit
+        self.session29_fit = session29_fit
         self.forget = forget
         self.prior_strength = prior_strength
         self.min_weight = min_weight
@@ -259,7 +264,7 @@ class StepCostEstimator:
         if fit is None or fit.weight < self.min_weight:
             return self.prior
         theta = self._theta(fit)
-        a = theta[0] + theta[5] * batch  # a plain step of this batch (theta[5] = 0: off)
+        a = plain_step(theta, batch)
         if not a > 0:
             return self.prior
         return StepCostModel(base=1.0, per_draft_step=max(float(theta[2] / a), 1e-4),
@@ -288,7 +293,7 @@ class StepCostEstimator:
                           PRIOR_OTHER_TOKEN * p.base, PER_REQUEST_SLOPE_PRIOR * p.base])
         data = np.array(fit.steps)
         xs, ys = data[:, :6], data[:, 6]
-        if not self.per_request_term:
+        if self.session29_fit:  # no per-request term
             xs[:, 5] = 0.0
             shape[5] = 0.0
         w = self.forget ** np.arange(len(ys) - 1, -1, -1, dtype=np.float64)
@@ -313,7 +318,7 @@ class StepCostEstimator:
         # off-step's weight decayed the fit drifted from 17 to 12 ms while off-steps took
         # 16-18 ms: every drafting cost looked 1.3-1.5x dearer and the plans shortened
         off = (xs[:, 1] == 0) & decode
-        anchored = self.anchor_on_off_steps
+        anchored = not self.session29_fit
 
         def ridge_fit(mask: np.ndarray, robust: np.ndarray | None = None) -> np.ndarray:
             xm, ym, wm = xs[mask], ys[mask], w[mask]
@@ -373,7 +378,7 @@ class StepCostEstimator:
                 if fit.weight >= self.min_weight:
                     mean_batch = fit.batch_sum / fit.weight
                     theta = self._theta(fit)
-                    points.append((mean_batch, float(theta[0] + theta[5] * mean_batch)))
+                    points.append((mean_batch, plain_step(theta, mean_batch)))
             a0, c = 1.0, PER_REQUEST_SLOPE_PRIOR
             if len(points) >= 2:
                 xs, ys = np.array(points).T
