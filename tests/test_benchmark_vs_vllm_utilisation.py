@@ -36,3 +36,14 @@ def test_speculation_reads_the_weights_once_per_step_not_per_token():
     u_spec = vs_vllm.row_utilisation(spec, 128, 128)
     assert u_spec["mfu"] == pytest.approx(u_plain["mfu"])  # same tokens in the same time
     assert u_spec["mbu"] < u_plain["mbu"] / 3  # a quarter of the steps
+
+
+def test_a_held_out_draft_shape_is_parsed_and_a_bad_one_names_the_flag():
+    shape = vs_vllm.draft_shape("12x768")
+    assert (shape["num_hidden_layers"], shape["hidden_size"], shape["num_attention_heads"],
+            shape["head_dim"]) == (12, 768, 12, 64)
+    assert shape["intermediate_size"] % 256 == 0 and shape["intermediate_size"] >= 768 * 2
+    assert vs_vllm.draft_shape("4x1024") is vs_vllm.DRAFT_SHAPES["4x1024"]
+    for bad in ("12x700", "x1024", "4by1024", "0x1024"):
+        with pytest.raises(SystemExit, match="--drafts"):
+            vs_vllm.draft_shape(bad)

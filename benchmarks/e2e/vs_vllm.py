@@ -53,6 +53,28 @@ DRAFT_SHAPES = {
     "8x1024": dict(hidden_size=1024, num_hidden_layers=8, num_attention_heads=16,
                    num_key_value_heads=16, head_dim=64, intermediate_size=2816),
 }
+
+
+def draft_shape(name: str) -> dict:
+    """A named shape, or any `LAYERSxWIDTH` (heads of 64, MLP 2.75x the width): held-out
+    drafts are measured without editing this table."""
+    if name in DRAFT_SHAPES:
+        return DRAFT_SHAPES[name]
+    layers, sep, width = name.partition("x")
+    if not (sep and layers.isdigit() and width.isdigit() and int(width) % 64 == 0
+            and int(layers) > 0):
+        raise SystemExit(f"--drafts: {name!r} is neither one of {sorted(DRAFT_SHAPES)} nor "
+                         "LAYERSxWIDTH with WIDTH a multiple of 64 (e.g. 12x768)")
+    heads, width = int(width) // 64, int(width)
+    shape = dict(hidden_size=width, num_hidden_layers=int(layers), num_attention_heads=heads,
+                 num_key_value_heads=heads, head_dim=64,
+                 intermediate_size=(width * 11 // 4 + 255) // 256 * 256)
+    if SMOKE:
+        shape.update(hidden_size=128, num_attention_heads=2, num_key_value_heads=2,
+                     intermediate_size=256, num_hidden_layers=1)
+    return shape
+
+
 # BASS_VS_VLLM_SMOKE=1: tiny shapes on the CPU, to check this script (tests/benchmarks)
 SMOKE = os.environ.get("BASS_VS_VLLM_SMOKE") == "1"
 if SMOKE:
@@ -143,12 +165,14 @@ def acceptance_groups(name: str) -> list[list[float]]:
     return [rates(float(name))]
 
 
-def model_folders(root: Path) -> dict[str, str]:
+def model_folders(root: Path, drafts: list[str] | None = None) -> dict[str, str]:
     """Config-only folders (weights: load_format='dummy'), the embedded pair's tokenizer."""
     from benchmarks.e2e.dummy_models import dummy_model_folder
 
+    shapes = {"target": TARGET_SHAPE,
+              **{d: draft_shape(d) for d in (drafts if drafts else DRAFT_SHAPES)}}
     return {name: dummy_model_folder(root / f"vs-vllm-{name}", shape, 8192)
-            for name, shape in {"target": TARGET_SHAPE, **DRAFT_SHAPES}.items()}
+            for name, shape in shapes.items()}
 
 
 def engine_kwargs(system: str, target: str, draft: str, max_model_len: int,
@@ -680,7 +704,7 @@ def main() -> None:
         log_dir = out.parent / (out.name + "_logs")
         log_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
-            folders = model_folders(Path(tmp))
+            folders = model_folders(Path(tmp), sorted(set(args.drafts.split(",")) | {"4x1024"}))
             for system in args.systems.split(","):
                 for draft in (args.drafts.split(",")
                               if engine_system(system) not in PLAIN_SYSTEMS
