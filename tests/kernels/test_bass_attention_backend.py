@@ -227,6 +227,21 @@ def test_builder_and_impl_end_to_end(device, dtype, strategy, monkeypatch):
     assert impl.forward(layer, query, key, value, b.kv_cache, None, output).abs().sum() == 0
 
 
+def _step_metadata(b, heads, kv_heads, hd, page, dtype, device, slot_mapping):
+    """Our metadata builder and vLLM's CommonAttentionMetadata for batch `b`."""
+    spec = FullAttentionSpec(block_size=page, num_kv_heads=kv_heads, head_size=hd, dtype=dtype)
+    builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"],
+                                           _fake_vllm_config(heads, kv_heads),
+                                           torch.device(device))
+    cm = CommonAttentionMetadata(
+        query_start_loc=b.cu_seqlens_q, query_start_loc_cpu=b.cu_seqlens_q.cpu(),
+        seq_lens=b.seq_lens, num_reqs=b.seq_lens.shape[0],
+        num_actual_tokens=b.q.shape[0], max_query_len=b.max_query_len,
+        max_seq_len=b.max_seq_len, block_table_tensor=b.block_table,
+        slot_mapping=slot_mapping)
+    return builder, cm
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("strategy", ["pad", "split"])
 def test_fused_kv_write_leaves_the_same_cache_and_output(device, strategy, monkeypatch):
@@ -240,7 +255,6 @@ def test_fused_kv_write_leaves_the_same_cache_and_output(device, strategy, monke
     monkeypatch.setattr(pa, "num_sms", lambda device=None: 64)
     dtype, heads, kv_heads, hd, page = torch.float16, 4, 2, 32, 16
     qlens, ctx = [1, 3, 6, 2], [20, 0, 45, 9]
-    spec = FullAttentionSpec(block_size=page, num_kv_heads=kv_heads, head_size=hd, dtype=dtype)
     results = {}
     for fused in (False, True):
         monkeypatch.setenv("VLLM_BASS_FUSED_KV_WRITE", "1" if fused else "0")
@@ -256,14 +270,7 @@ def test_fused_kv_write_leaves_the_same_cache_and_output(device, strategy, monke
         g = torch.Generator().manual_seed(13)
         key = torch.randn(T + 2, kv_heads, hd, generator=g).to(dtype).to(device)
         value = torch.randn(T + 2, kv_heads, hd, generator=g).to(dtype).to(device)
-        builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"],
-                                               _fake_vllm_config(heads, kv_heads),
-                                               torch.device(device))
-        cm = CommonAttentionMetadata(
-            query_start_loc=b.cu_seqlens_q, query_start_loc_cpu=b.cu_seqlens_q.cpu(),
-            seq_lens=b.seq_lens, num_reqs=len(qlens), num_actual_tokens=T,
-            max_query_len=b.max_query_len, max_seq_len=b.max_seq_len,
-            block_table_tensor=b.block_table, slot_mapping=slot_mapping)
+        builder, cm = _step_metadata(b, heads, kv_heads, hd, page, dtype, device, slot_mapping)
         md = builder.build(0, cm)
         assert md.plan.strategy == strategy
         impl = BassAttentionImpl(heads, hd, b.scale, kv_heads, None, None, "auto", None,
@@ -316,16 +323,8 @@ def test_prefill_steps_run_fa3_where_vllm_has_it(device, monkeypatch):
     qlens, ctx = [70, 1, 4, backend.PREFILL_QUERY_LEN], [0, 20, 9, 17]
     b = make_batch(qlens, ctx, heads, kv_heads, hd, page, dtype, device, seed=5)
     T = b.q.shape[0]
-    spec = FullAttentionSpec(block_size=page, num_kv_heads=kv_heads, head_size=hd, dtype=dtype)
-    builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"],
-                                           _fake_vllm_config(heads, kv_heads),
-                                           torch.device(device))
-    cm = CommonAttentionMetadata(
-        query_start_loc=b.cu_seqlens_q, query_start_loc_cpu=b.cu_seqlens_q.cpu(),
-        seq_lens=b.seq_lens, num_reqs=len(qlens), num_actual_tokens=T,
-        max_query_len=b.max_query_len, max_seq_len=b.max_seq_len,
-        block_table_tensor=b.block_table,
-        slot_mapping=torch.full((T,), -1, dtype=torch.int64, device=device))
+    builder, cm = _step_metadata(b, heads, kv_heads, hd, page, dtype, device,
+                                 torch.full((T,), -1, dtype=torch.int64, device=device))
     impl = BassAttentionImpl(heads, hd, b.scale, kv_heads, None, None, "auto", None,
                              AttentionType.DECODER, None)
     ref = paged_attention_ref(b.q, b.k_cache, b.v_cache, b.cu_seqlens_q, b.seq_lens,

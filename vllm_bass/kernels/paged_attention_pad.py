@@ -94,6 +94,7 @@ def _paged_attention_pad_kernel(
         q_per_tile, HEAD_SIZE, BLOCK_M, BLOCK_D,
     )
     kv_hi = tl.minimum(seq_len, ctx_len + tl.minimum(q_len, tile_q0 + q_per_tile))
+    cached_hi = kv_hi
     if FUSED_WRITE:
         # this tile's tokens into the cache; the new keys it sees come from the inputs
         write_tile_kv(
@@ -102,27 +103,21 @@ def _paged_attention_pad_kernel(
             stride_vb, stride_vt, stride_vh, kv_head, q_start + tile_q0,
             tl.minimum(q_per_tile, q_len - tile_q0), PAGE_SIZE, HEAD_SIZE, BLOCK_M, BLOCK_D,
         )
-        acc, m_i, l_i = attend_kv_range(
-            q, q_pos, k_cache_ptr, v_cache_ptr,
-            block_table_ptr + seq.to(tl.int64) * stride_bt, kv_head,
-            stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh,
-            0, ctx_len, qk_scale,
-            PAGE_SIZE, HEAD_SIZE, BLOCK_M, BLOCK_N, BLOCK_D, DOT_PRECISION, DOT_UPCAST,
-        )
+        cached_hi = ctx_len
+    elif PDL:
+        gdc_wait()  # the KV-cache write of this step's tokens has ended
+    acc, m_i, l_i = attend_kv_range(
+        q, q_pos, k_cache_ptr, v_cache_ptr,
+        block_table_ptr + seq.to(tl.int64) * stride_bt, kv_head,
+        stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh,
+        0, cached_hi, qk_scale,
+        PAGE_SIZE, HEAD_SIZE, BLOCK_M, BLOCK_N, BLOCK_D, DOT_PRECISION, DOT_UPCAST,
+    )
+    if FUSED_WRITE:
         acc, m_i, l_i = attend_new_tokens(
             q, q_pos, key_ptr, value_ptr, stride_nkt, stride_nkh, stride_nvt, stride_nvh,
             kv_head, q_start, ctx_len, ctx_len, kv_hi, acc, m_i, l_i, qk_scale,
             HEAD_SIZE, BLOCK_N, BLOCK_D, DOT_PRECISION, DOT_UPCAST,
-        )
-    else:
-        if PDL:
-            gdc_wait()  # the KV-cache write of this step's tokens has ended
-        acc, m_i, l_i = attend_kv_range(
-            q, q_pos, k_cache_ptr, v_cache_ptr,
-            block_table_ptr + seq.to(tl.int64) * stride_bt, kv_head,
-            stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh,
-            0, kv_hi, qk_scale,
-            PAGE_SIZE, HEAD_SIZE, BLOCK_M, BLOCK_N, BLOCK_D, DOT_PRECISION, DOT_UPCAST,
         )
     store_normalised_output(out_ptr, stride_ot, stride_oh, acc, l_i, tok, head, row_ok,
                             HEAD_SIZE, BLOCK_D)
