@@ -11,7 +11,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests.kernels.bass_kernel_testutils import DEVICES, assert_close, make_batch
+from tests.kernels.bass_kernel_testutils import (
+    DEVICES,
+    assert_close,
+    make_batch,
+    new_token_slots,
+)
 
 pytest.importorskip("vllm")
 
@@ -260,13 +265,8 @@ def test_fused_kv_write_leaves_the_same_cache_and_output(device, strategy, monke
         monkeypatch.setenv("VLLM_BASS_FUSED_KV_WRITE", "1" if fused else "0")
         b = make_batch(qlens, ctx, heads, kv_heads, hd, page, dtype, device, seed=12)
         T = b.q.shape[0]
-        slot_mapping = torch.full((T + 2,), -1, dtype=torch.int64, device=device)
-        t = 0
-        for i, (ql, c) in enumerate(zip(qlens, ctx)):
-            for j in range(ql):
-                pos = c + j
-                slot_mapping[t] = b.block_table[i, pos // page].long() * page + pos % page
-                t += 1
+        slot_mapping = torch.cat([new_token_slots(b),  # and 2 padded tokens
+                                  torch.full((2,), -1, dtype=torch.int64, device=device)])
         g = torch.Generator().manual_seed(13)
         key = torch.randn(T + 2, kv_heads, hd, generator=g).to(dtype).to(device)
         value = torch.randn(T + 2, kv_heads, hd, generator=g).to(dtype).to(device)

@@ -13,24 +13,18 @@ import dataclasses
 import pytest
 import torch
 
-from tests.kernels.bass_kernel_testutils import DEVICES, assert_close, make_batch
+from tests.kernels.bass_kernel_testutils import (
+    DEVICES,
+    assert_close,
+    make_batch,
+    new_token_slots,
+)
 from vllm_bass.kernels.paged_attention import choose_plan, paged_attention
 from vllm_bass.kernels.paged_attention_common import AttnTiles, paged_attention_ref, pick_tiles
 from vllm_bass.kernels.paged_attention_pad import paged_attention_pad
 from vllm_bass.kernels.reshape_and_cache import reshape_and_cache
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-
-
-def _slots(b, page: int) -> torch.Tensor:
-    """Cache slot of every new token (position ctx + i through the block table)."""
-    cu = b.cu_seqlens_q.tolist()
-    rows = []
-    for s, seq_len in enumerate(b.seq_lens.tolist()):
-        q_len = cu[s + 1] - cu[s]
-        pos = torch.arange(seq_len - q_len, seq_len, device=b.q.device)
-        rows.append(b.block_table[s, pos // page].long() * page + pos % page)
-    return torch.cat(rows) if rows else torch.zeros(0, dtype=torch.long, device=b.q.device)
 
 
 def _new_kv(b, slots: torch.Tensor, seed: int):
@@ -70,7 +64,7 @@ def test_fused_write_matches_write_then_attend(device, dtype, heads, kv_heads, h
     page = 16
     qlens, ctx = [1, 5, 19, 3, 1], [37, 0, 50, 16, 70]
     b = make_batch(qlens, ctx, heads, kv_heads, head_size, page, dtype, device, seed=3)
-    slots = _slots(b, page)
+    slots = new_token_slots(b)
     key, value = _new_kv(b, slots, seed=4)
     kv_expected, ref = _expected(b, key, value, slots)
     tiles = _small(pick_tiles(heads, kv_heads, head_size, 1))  # 16 rows: the fewest tokens
@@ -90,7 +84,7 @@ def test_negative_slots_are_not_written_and_padding_rows_left_alone(device):
     the last request are neither read nor written."""
     dtype, heads, kv_heads, hd, page = torch.float16, 4, 2, 32, 8
     b = make_batch([2, 3], [9, 4], heads, kv_heads, hd, page, dtype, device, seed=5)
-    slots = _slots(b, page)
+    slots = new_token_slots(b)
     key, value = _new_kv(b, slots, seed=6)
     slots = slots.clone()
     slots[-1] = -1  # the last token of the last request: attended from the inputs only
@@ -126,7 +120,7 @@ def test_any_batch_plan_with_new_kv(device, strategy):
     dtype, heads, kv_heads, hd, page = torch.float32, 4, 2, 32, 16
     qlens, ctx = [4, 1, 6, 0, 3], [20, 55, 8, 0, 31]
     b = make_batch(qlens, ctx, heads, kv_heads, hd, page, dtype, device, seed=7)
-    slots = _slots(b, page)
+    slots = new_token_slots(b)
     key, value = _new_kv(b, slots, seed=8)
     kv_expected, ref = _expected(b, key, value, slots)
     plan = choose_plan(len(qlens), heads, kv_heads, hd, 2, 128, 8, strategy=strategy,
@@ -149,7 +143,7 @@ def test_any_batch_plan_with_new_kv(device, strategy):
 
 def test_bad_new_kv_is_refused_before_launch():
     b = make_batch([2], [5], 4, 2, 32, 16, torch.float32, "cpu", seed=1)
-    slots = _slots(b, 16)
+    slots = new_token_slots(b)
     key = torch.zeros(2, 4, 32)  # 4 KV heads where the cache has 2
     out = torch.empty_like(b.q)
     with pytest.raises(AssertionError):
