@@ -69,21 +69,18 @@ def draft_shape(name: str) -> dict:
     shape = dict(hidden_size=width, num_hidden_layers=int(layers), num_attention_heads=heads,
                  num_key_value_heads=heads, head_dim=64,
                  intermediate_size=(width * 11 // 4 + 255) // 256 * 256)
-    if SMOKE:
-        shape.update(hidden_size=128, num_attention_heads=2, num_key_value_heads=2,
-                     intermediate_size=256, num_hidden_layers=1)
-    return shape
+    return dict(shape, **SMOKE_DRAFT) if SMOKE else shape
 
 
 # BASS_VS_VLLM_SMOKE=1: tiny shapes on the CPU, to check this script (tests/benchmarks)
 SMOKE = os.environ.get("BASS_VS_VLLM_SMOKE") == "1"
+SMOKE_DRAFT = dict(hidden_size=128, num_attention_heads=2, num_key_value_heads=2,
+                   intermediate_size=256, num_hidden_layers=1)  # any draft, under SMOKE
 if SMOKE:
     TARGET_SHAPE = dict(TARGET_SHAPE, hidden_size=256, num_hidden_layers=2,
                         num_attention_heads=4, num_key_value_heads=4, head_dim=64,
                         intermediate_size=512)
-    DRAFT_SHAPES = {k: dict(v, hidden_size=128, num_attention_heads=2, num_key_value_heads=2,
-                            intermediate_size=256, num_hidden_layers=1)
-                    for k, v in DRAFT_SHAPES.items()}
+    DRAFT_SHAPES = {k: dict(v, **SMOKE_DRAFT) for k, v in DRAFT_SHAPES.items()}
 MIX_PATTERN = (0.9, 0.6, 0.9, 0.3)  # request i of a batch draws MIX_PATTERN[i % 4]
 RATES_LEN = 32
 EXTENSION = "benchmarks.e2e.synthetic_control.SyntheticAcceptanceControl"

@@ -469,7 +469,6 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
         pending = self._pending_kv
         if pending is not None and (attn_metadata is None or pending[2] is not kv_cache):
             self._write_pending_kv()  # not this forward's cache: written as before
-            pending = None
         if attn_metadata is None:  # profiling run
             return output.fill_(0)
         n = attn_metadata.num_actual_tokens
