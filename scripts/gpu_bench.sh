@@ -36,8 +36,6 @@
 #                                       # timing, then the seeded engine tests
 #   bash scripts/gpu_bench.sh splits    # session 27: the attention kernel GPU tests, the
 #                                       # small-grid tune (split counts), the 96-shape sweep
-#   bash scripts/gpu_bench.sh fused     # session 31, issue 17: the fused KV write + PAD
-#                                       # attention: GPU tests, captured plans, e2e A/B
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
 #                                       # the any-batch grid vs the direct grid),
 #                                       # then the engine tests outside the engine part
@@ -186,23 +184,6 @@ case "${1:-}" in
       tests/kernels/test_bass_paged_attention.py 2>&1 | tail -15 | tee "$OUT/gpu_tests_split_min.txt"
     timeout 150 python3 benchmarks/kernels/bench_captured_plans.py --out "$OUT" 2>&1 | tail -5
     traced_ab split_min 330 bass_default,bass_fixed2 ;;
-  fused)  # session 31, issue 17: the KV-cache write inside PAD's launch: the kernel and
-    # backend GPU tests, the captured plans (*_fused against the write + PDL), the engine
-    # test, then BASS with and without it end to end (VS_ARGS adds to the settings)
-    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
-    timeout 150 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
-      tests/kernels/test_fused_write_attention.py tests/kernels/test_bass_attention_backend.py \
-      2>&1 | tail -8 | tee "$OUT/gpu_tests_fused_kernel.txt"
-    timeout 150 python3 benchmarks/kernels/bench_captured_plans.py --out "$OUT" 2>&1 | tail -3
-    timeout 150 python3 -m pytest -m gpu -v -rfEs -p no:cacheprovider \
-      tests/test_engine_attention_backend.py -k fused 2>&1 | tail -8 \
-      | tee "$OUT/gpu_tests_fused_engine.txt"
-    mkdir -p "$W/traces"
-    timeout "${VS_TIMEOUT:-120}" python3 benchmarks/e2e/vs_vllm.py --out "$W/fused_ab" \
-      --systems bass_default,bass_fused_kv,bass_default@2 --drafts 4x1024 --acceptance 0.8 \
-      --batches 1,8 --min-timed-seconds 1.5 ${VS_ARGS:-} 2>&1 | tail -3
-    cp "$W/fused_ab.json" "$OUT/" 2>/dev/null
-    pack fused ;;
   attn_default)  # session 20's open checks on the new default (our attention): the FA3
     # prefill path (kernel, then engine), greedy identity with the defaults, the engine suite
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1

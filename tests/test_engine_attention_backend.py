@@ -55,26 +55,6 @@ def test_self_draft_accepted_through_draft_graphs_on_bass_attention(dtype):
         "fallbacks"], f"the first pass did not replay its graphs on our attention: {stats}"
 
 
-def test_fused_kv_write_keeps_greedy_output_and_self_draft_acceptance(monkeypatch):
-    """VLLM_BASS_FUSED_KV_WRITE=1 (issue 17's A/B): the KV-cache write inside our PAD
-    launch, in the target's verification graphs and the drafter's. float32, the target as
-    its own draft: BASS with the fused write emits plain decoding's tokens (two launches a
-    layer) and keeps nearly every draft; a token missing from the cache, or read before
-    its write, would reject most of them."""
-    plain = run_engine(base_engine_kwargs(enforce_eager=False, dtype="float32",
-                                          attention_config={"backend": "CUSTOM"}), JOBS)
-    monkeypatch.setenv("VLLM_BASS_FUSED_KV_WRITE", "1")
-    got = run_engine(base_engine_kwargs(enforce_eager=False, dtype="float32",
-                                        speculative_config=bass_spec(
-        model=TARGET, draft_length_policy="fixed", num_speculative_tokens=5,
-        auto_off=False, attention="bass")), JOBS, metrics=True)
-    _assert_same(plain, got, "fused KV write")
-    m = got["metrics"]
-    drafts = metric(m, "vllm:spec_decode_num_draft_tokens")
-    accepted = metric(m, "vllm:spec_decode_num_accepted_tokens")
-    assert drafts > 200 and accepted >= 0.97 * drafts, f"fused KV write: {accepted}/{drafts}"
-
-
 def test_prefill_on_fa3_agrees_with_prefill_on_our_kernels(monkeypatch, tmp_path):
     """bf16 on our attention: prompts far over PREFILL_QUERY_LEN tokens prefill through FA3
     (the default; its log says the first prefill was checked and kept) or through our

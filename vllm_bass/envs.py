@@ -42,10 +42,6 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
         "1", "0: our attention kernels launch after the KV-cache write (and SPLIT's "
              "reduction after its splits) ends, not overlapped with it through Hopper's "
              "programmatic dependent launch (A/B measurements)"),
-    "VLLM_BASS_FUSED_KV_WRITE": (
-        "0", "1: our attention writes the step's new K/V into the cache inside its PAD launch "
-             "(one launch a layer, not two; SPLIT keeps the separate write) (A/B "
-             "measurements, issue 17)"),
     "VLLM_BASS_COST_FIT": (
         "", "session29: the step-cost fit as before session 30, without its per-request term "
             "and with its prior scaled by every step, not the off-steps (A/B measurements)"),

@@ -132,8 +132,6 @@ EXTRA_SYSTEMS["bass_s29fit"] = {}
 # a verified token past the knee priced at max(fitted price, knee price), not their sum
 # (VLLM_BASS_KNEE_PRICE=over_fit)
 EXTRA_SYSTEMS["bass_knee_over_fit"] = {}
-# the KV-cache write inside our attention's PAD launch (VLLM_BASS_FUSED_KV_WRITE=1, issue 17)
-EXTRA_SYSTEMS["bass_fused_kv"] = {}
 # plain decoding on vLLM's V1 model runner, the one every draft_model engine (vLLM's and
 # BASS) runs on; vLLM 0.27.1 runs plain decoding of Llama on its V2 runner by default
 PLAIN_SYSTEMS = ("plain", "plain_v1")
@@ -151,8 +149,6 @@ def system_env(system: str) -> dict:
         return {"VLLM_BASS_COST_FIT": "session29"}
     if system == "bass_knee_over_fit":
         return {"VLLM_BASS_KNEE_PRICE": "over_fit"}
-    if system == "bass_fused_kv":
-        return {"VLLM_BASS_FUSED_KV_WRITE": "1"}
     return {"VLLM_BASS_FIRST_PASS_GRAPHS": "0"} if system.endswith(FIRST_PASS_AB) else {}
 
 

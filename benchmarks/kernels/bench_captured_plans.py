@@ -8,9 +8,8 @@ This times, graph-captured on a Llama-2-7B layer (32 heads, head size 128, bf16)
 batches that then replay (B requests of q tokens, contexts ctx) under the plan each bound
 gets, SPLIT plans also on PAD's wide tiles, and the plan made for the very batch replayed,
 against FA3; each layer first writes its new tokens' K/V into the cache (ours: our
-kernel, overlapped with the attention through PDL on Hopper, also timed without, and
-inside PAD's own launch (`*_fused`); FA3: vLLM's `reshape_and_cache_flash`), as the
-engine's layers do.
+kernel, overlapped with the attention through PDL on Hopper, also timed without; FA3:
+vLLM's `reshape_and_cache_flash`), as the engine's layers do.
 
     python benchmarks/kernels/bench_captured_plans.py --out DIR
 
@@ -78,18 +77,16 @@ def new_kv(case: Case):
     return key, value, slots
 
 
-def graph_fns(case: Case, plan, kv=None, fused: bool = False):
-    """One layer's write then attention per input set; ``fused``: PAD writes inside its
-    own launch (`new_kv`; SPLIT still writes first)."""
+def graph_fns(case: Case, plan, kv=None):
     ws = torch.empty(max(1, plan.workspace_numel(case.T, HEADS)), dtype=torch.float32,
                      device="cuda")
 
     def step(q, o, bt, slot):
-        if kv is not None and not fused:
+        if kv is not None:
             reshape_and_cache(kv[0], kv[1], case.k_cache, case.v_cache, slot)
         paged_attention(q, case.k_cache, case.v_cache, o, case.cu, case.seq_lens, bt,
                         case.scale, case.max_q, MAX_MODEL_LEN, plan=plan, workspace=ws,
-                        check=False, new_kv=(kv[0], kv[1], slot) if fused else None)
+                        check=False)
 
     slots = kv[2] if kv is not None else [None] * len(case.qs)
     return [(lambda q=q, o=o, bt=bt, sl=sl: step(q, o, bt, sl))
@@ -156,12 +153,8 @@ def main():
                     # the same plan with the attention waiting for the cache write to end
                     # (and SPLIT's reduction for the splits) instead of overlapping it
                     variants[f"bound{bound}_nopdl"] = plan
-                    if kv is not None:  # issue 17: the write inside PAD's launch
-                        for base in (f"bound{bound}", "exact"):
-                            if variants[base].strategy == "pad":
-                                variants[f"{base}_fused"] = variants[base]
                 for name, p in variants.items():
-                    times[name] = timed(graph_fns(case, p, kv, name.endswith("_fused")),
+                    times[name] = timed(graph_fns(case, p, kv),
                                         False if name.endswith("_nopdl") else None)
                     out = case.out0()
                     ref = out if ref is None else ref

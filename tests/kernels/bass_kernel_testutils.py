@@ -132,18 +132,6 @@ def make_batch(
     )
 
 
-def new_token_slots(batch: PagedBatch) -> torch.Tensor:
-    """vLLM's slot mapping of the batch's new tokens: the cache slot of position ctx + i of
-    each sequence, through its block table (int64, in token order)."""
-    page = batch.k_cache.shape[1]
-    cu = batch.cu_seqlens_q.tolist()
-    rows = [torch.zeros(0, dtype=torch.long, device=batch.q.device)]
-    for s, seq_len in enumerate(batch.seq_lens.tolist()):
-        pos = torch.arange(seq_len - (cu[s + 1] - cu[s]), seq_len, device=batch.q.device)
-        rows.append(batch.block_table[s, pos // page].long() * page + pos % page)
-    return torch.cat(rows)
-
-
 def random_lengths(n: int, lo: int, hi: int, seed: int) -> list[int]:
     rng = random.Random(seed)
     return [rng.randint(lo, hi) for _ in range(n)]

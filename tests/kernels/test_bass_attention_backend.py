@@ -11,12 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests.kernels.bass_kernel_testutils import (
-    DEVICES,
-    assert_close,
-    make_batch,
-    new_token_slots,
-)
+from tests.kernels.bass_kernel_testutils import DEVICES, assert_close, make_batch
 
 pytest.importorskip("vllm")
 
@@ -232,77 +227,6 @@ def test_builder_and_impl_end_to_end(device, dtype, strategy, monkeypatch):
     assert impl.forward(layer, query, key, value, b.kv_cache, None, output).abs().sum() == 0
 
 
-def _step_metadata(b, heads, kv_heads, hd, page, dtype, device, slot_mapping):
-    """Our metadata builder and vLLM's CommonAttentionMetadata for batch `b`."""
-    spec = FullAttentionSpec(block_size=page, num_kv_heads=kv_heads, head_size=hd, dtype=dtype)
-    builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"],
-                                           _fake_vllm_config(heads, kv_heads),
-                                           torch.device(device))
-    cm = CommonAttentionMetadata(
-        query_start_loc=b.cu_seqlens_q, query_start_loc_cpu=b.cu_seqlens_q.cpu(),
-        seq_lens=b.seq_lens, num_reqs=b.seq_lens.shape[0],
-        num_actual_tokens=b.q.shape[0], max_query_len=b.max_query_len,
-        max_seq_len=b.max_seq_len, block_table_tensor=b.block_table,
-        slot_mapping=slot_mapping)
-    return builder, cm
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("strategy", ["pad", "split"])
-def test_fused_kv_write_leaves_the_same_cache_and_output(device, strategy, monkeypatch):
-    """VLLM_BASS_FUSED_KV_WRITE=1: do_kv_cache_update defers the write, forward does it
-    (PAD inside its launch, SPLIT before it); cache and output as with the two launches,
-    for two layers in a row, and a write that no forward took is still made."""
-    from vllm_bass.kernels import paged_attention as pa
-
-    monkeypatch.setattr(pa, "MIN_SPLIT_TOKENS", 16 if strategy == "split" else 1 << 30)
-    monkeypatch.setattr(pa, "SHORT_CONTEXT", 0)
-    monkeypatch.setattr(pa, "num_sms", lambda device=None: 64)
-    dtype, heads, kv_heads, hd, page = torch.float16, 4, 2, 32, 16
-    qlens, ctx = [1, 3, 6, 2], [20, 0, 45, 9]
-    results = {}
-    for fused in (False, True):
-        monkeypatch.setenv("VLLM_BASS_FUSED_KV_WRITE", "1" if fused else "0")
-        b = make_batch(qlens, ctx, heads, kv_heads, hd, page, dtype, device, seed=12)
-        T = b.q.shape[0]
-        slot_mapping = torch.cat([new_token_slots(b),  # and 2 padded tokens
-                                  torch.full((2,), -1, dtype=torch.int64, device=device)])
-        g = torch.Generator().manual_seed(13)
-        key = torch.randn(T + 2, kv_heads, hd, generator=g).to(dtype).to(device)
-        value = torch.randn(T + 2, kv_heads, hd, generator=g).to(dtype).to(device)
-        builder, cm = _step_metadata(b, heads, kv_heads, hd, page, dtype, device, slot_mapping)
-        md = builder.build(0, cm)
-        assert md.plan.strategy == strategy
-        impl = BassAttentionImpl(heads, hd, b.scale, kv_heads, None, None, "auto", None,
-                                 AttentionType.DECODER, None)
-        assert impl._fuse_kv_write == fused
-        query = torch.cat([b.q, torch.randn(2, heads, hd, device=device).to(dtype)])
-        outputs = []
-        for _ in range(2):  # checked launch, then the per-layer path
-            impl.do_kv_cache_update(SimpleNamespace(), key, value, b.kv_cache, slot_mapping)
-            assert (impl._pending_kv is not None) == fused
-            output = torch.full((T + 2, heads * hd), float("nan"), dtype=dtype, device=device)
-            impl.forward(SimpleNamespace(), query, key, value, b.kv_cache, md, output)
-            assert impl._pending_kv is None
-            outputs.append(output[:T].clone())
-        # a deferred write that no forward took is made before the next one
-        flipped = key.flip(0)
-        impl.do_kv_cache_update(SimpleNamespace(), flipped, value, b.kv_cache, slot_mapping)
-        impl.do_kv_cache_update(SimpleNamespace(), key, value, b.kv_cache,
-                                torch.full_like(slot_mapping, -1))
-        written = slot_mapping[:T]
-        assert torch.equal(b.k_cache[written // page, written % page], flipped[:T])
-        impl.do_kv_cache_update(SimpleNamespace(), key, value, b.kv_cache, slot_mapping)
-        impl._write_pending_kv()
-        results[fused] = (b.kv_cache.clone(), outputs)
-    ref = paged_attention_ref(b.q, b.k_cache, b.v_cache, b.cu_seqlens_q, b.seq_lens,
-                              b.block_table, b.scale)
-    assert torch.equal(results[True][0], results[False][0])
-    for fused_out, plain_out in zip(results[True][1], results[False][1]):
-        assert_close(fused_out.view(-1, heads, hd), ref, dtype, f"fused {strategy}")
-        assert_close(plain_out.view(-1, heads, hd), ref, dtype, f"two launches {strategy}")
-
-
 @pytest.mark.parametrize("device", DEVICES)
 def test_prefill_steps_run_fa3_where_vllm_has_it(device, monkeypatch):
     """A step with a query of PREFILL_QUERY_LEN+ tokens (prefill chunks beside decodes and
@@ -323,8 +247,16 @@ def test_prefill_steps_run_fa3_where_vllm_has_it(device, monkeypatch):
     qlens, ctx = [70, 1, 4, backend.PREFILL_QUERY_LEN], [0, 20, 9, 17]
     b = make_batch(qlens, ctx, heads, kv_heads, hd, page, dtype, device, seed=5)
     T = b.q.shape[0]
-    builder, cm = _step_metadata(b, heads, kv_heads, hd, page, dtype, device,
-                                 torch.full((T,), -1, dtype=torch.int64, device=device))
+    spec = FullAttentionSpec(block_size=page, num_kv_heads=kv_heads, head_size=hd, dtype=dtype)
+    builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"],
+                                           _fake_vllm_config(heads, kv_heads),
+                                           torch.device(device))
+    cm = CommonAttentionMetadata(
+        query_start_loc=b.cu_seqlens_q, query_start_loc_cpu=b.cu_seqlens_q.cpu(),
+        seq_lens=b.seq_lens, num_reqs=len(qlens), num_actual_tokens=T,
+        max_query_len=b.max_query_len, max_seq_len=b.max_seq_len,
+        block_table_tensor=b.block_table,
+        slot_mapping=torch.full((T,), -1, dtype=torch.int64, device=device))
     impl = BassAttentionImpl(heads, hd, b.scale, kv_heads, None, None, "auto", None,
                              AttentionType.DECODER, None)
     ref = paged_attention_ref(b.q, b.k_cache, b.v_cache, b.cu_seqlens_q, b.seq_lens,
@@ -477,23 +409,3 @@ def test_capture_plans_for_the_batches_the_graph_will_replay(uniform, bound, dum
         assert md.plan.strategy == "split"
         assert md.plan.tiles.block_m == 16  # 16-row tiles for MHA, not 32 for 1 + 16
     assert builder.build(0, cm).plan.any_batch is False  # eager steps: the direct grid
-
-
-@pytest.mark.cpu
-@pytest.mark.gpu
-def test_vllm_updates_the_cache_right_before_the_same_layers_attention():
-    """What VLLM_BASS_FUSED_KV_WRITE relies on: vLLM 0.27.1's attention layer calls the
-    cache update and then the attention of the same layer, in that order, on both of its
-    call paths (direct and through the custom ops)."""
-    import inspect
-
-    from vllm.model_executor.layers.attention.attention import Attention
-
-    source = inspect.getsource(Attention.forward)
-    for update, attend in (("unified_kv_cache_update(", "unified_attention_with_output("),
-                           ("torch.ops.vllm.unified_kv_cache_update(",
-                            "torch.ops.vllm.unified_attention_with_output(")):
-        assert update in source and attend in source, (update, attend)
-        first = source.index(update)
-        assert first < source.index(attend, first)
-    assert not BassAttentionBackend.forward_includes_kv_cache_update

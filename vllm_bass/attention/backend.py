@@ -37,8 +37,6 @@ from vllm.v1.attention.backend import (
     MultipleOf,
 )
 
-from vllm_bass import envs
-
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
     from vllm.platforms.interface import DeviceCapability
@@ -96,6 +94,8 @@ def fa3_for_prefill(dtype: torch.dtype):
         return None
     if _fa3_prefill is None:
         _fa3_prefill = False
+        from vllm_bass import envs
+
         if not envs.flag("VLLM_BASS_PREFILL_FA3"):
             fa3_unusable_reason = "VLLM_BASS_PREFILL_FA3=0"
         elif not torch.cuda.is_available():
@@ -435,10 +435,6 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
         self.attn_type = attn_type
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
         self._cache_views: tuple | None = None  # (kv_cache, key view, value view)
-        # VLLM_BASS_FUSED_KV_WRITE: do_kv_cache_update leaves the write to forward (vLLM
-        # calls it right before forward for the same layer), whose PAD launch does it
-        self._fuse_kv_write = envs.flag("VLLM_BASS_FUSED_KV_WRITE")
-        self._pending_kv: tuple | None = None  # (key, value, kv_cache, slot_mapping)
 
     def _split_cache(self, kv_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """logical (B, H, N, 2*hs) -> K, V views (B, N, H, hs), physical strides kept.
@@ -466,9 +462,6 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
         tokens are already in kv_cache (do_kv_cache_update ran first)."""
         if output_scale is not None or output_block_scale is not None:
             raise NotImplementedError("BASS attention: fused output quantization is not supported")
-        pending = self._pending_kv
-        if pending is not None and (attn_metadata is None or pending[2] is not kv_cache):
-            self._write_pending_kv()  # not this forward's cache: written as before
         if attn_metadata is None:  # profiling run
             return output.fill_(0)
         n = attn_metadata.num_actual_tokens
@@ -480,7 +473,6 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
                 and key_cache.stride(1) > key_cache.stride(2)):
             fa3 = fa3_for_prefill(query.dtype)
             if fa3 is not None:
-                self._write_pending_kv()
                 fa3(q=query[:n].view(n, self.num_heads, self.head_size), k=key_cache,
                     v=value_cache, out=out[:n], cu_seqlens_q=attn_metadata.query_start_loc,
                     max_seqlen_q=attn_metadata.max_query_len,
@@ -495,28 +487,11 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
                     return output
                 out[:n].copy_(ours)
                 return output
-        new_kv = None
-        if self._pending_kv is not None:
-            key, value, _, slot_mapping = self._pending_kv
-            self._pending_kv = None
-            new_kv = (key, value, slot_mapping)
-        self._ours(query, key_cache, value_cache, out[:n], attn_metadata, new_kv)
+        self._ours(query, key_cache, value_cache, out[:n], attn_metadata)
         return output
 
-    def _write_pending_kv(self) -> None:
-        """The deferred cache write as its own launch (paths without the fused one)."""
-        pending, self._pending_kv = self._pending_kv, None
-        if pending is not None:
-            _, reshape_and_cache = _kernels()
-            key_cache, value_cache = self._split_cache(pending[2])
-            reshape_and_cache.reshape_and_cache(pending[0], pending[1], key_cache, value_cache,
-                                                pending[3])
-
-    def _ours(self, query, key_cache, value_cache, out, attn_metadata,
-              new_kv=None) -> torch.Tensor:
-        """Our kernels over the step's tokens, into `out` [n, heads, head_size];
-        ``new_kv`` (key, value, slot_mapping): the step's tokens to write first (PAD: in
-        its own launch)."""
+    def _ours(self, query, key_cache, value_cache, out, attn_metadata) -> torch.Tensor:
+        """Our kernels over the step's tokens, into `out` [n, heads, head_size]."""
         paged_attention, _ = _kernels()
         n = attn_metadata.num_actual_tokens
         # this layer's own plan: tiles depend on its head configuration
@@ -536,7 +511,6 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
             plan=plan,
             workspace=workspace,
             check=plan_key not in attn_metadata.checked,
-            new_kv=new_kv,
         )
         attn_metadata.checked.add(plan_key)
         return out
@@ -549,10 +523,6 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
         kv_cache: torch.Tensor,
         slot_mapping: torch.Tensor,
     ) -> None:
-        self._write_pending_kv()  # one forward never took (not expected; kept exact)
-        if self._fuse_kv_write:
-            self._pending_kv = (key, value, kv_cache, slot_mapping)
-            return
         _, reshape_and_cache = _kernels()
         key_cache, value_cache = self._split_cache(kv_cache)
         reshape_and_cache.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping)

@@ -45,7 +45,6 @@ from vllm_bass.kernels.paged_attention_split import (
     split_geometry,
     split_workspace_numel,
 )
-from vllm_bass.kernels.reshape_and_cache import reshape_and_cache
 
 reference = paged_attention_ref
 
@@ -155,14 +154,11 @@ def paged_attention(
     strategy: str = "auto",
     workspace: torch.Tensor | None = None,
     check: bool = True,
-    new_kv: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Causal paged attention with per-sequence query and context lengths.
     ``plan`` (from ``choose_plan``, once per step) and ``workspace`` (fp32,
     ``plan.workspace_numel`` elements) are optional; ``check=False`` skips the
-    input asserts. ``new_kv`` = (key, value, slot_mapping): write the step's new tokens
-    into the cache first (`reshape_and_cache`); PAD does it inside its own launch
-    (`paged_attention_pad`), SPLIT with the separate write before it."""
+    input asserts."""
     if plan is None:
         plan = choose_plan(
             seq_lens.shape[0], q.shape[1], k_cache.shape[2], q.shape[2],
@@ -172,10 +168,8 @@ def paged_attention(
     if plan.strategy == "pad":
         return paged_attention_pad(
             q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table,
-            scale, max_query_len, plan.tiles, check, plan.any_batch, new_kv,
+            scale, max_query_len, plan.tiles, check, plan.any_batch,
         )
-    if new_kv is not None:
-        reshape_and_cache(new_kv[0], new_kv[1], k_cache, v_cache, new_kv[2])
     return paged_attention_split(
         q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table,
         scale, max_query_len, max_seq_len, plan.num_splits, plan.tiles, workspace, check,

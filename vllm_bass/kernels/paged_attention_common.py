@@ -98,124 +98,23 @@ def attend_kv_range(
             mask=ld_mask,
             other=0.0,
         )
-        acc, m_i, l_i = online_softmax_step(q, q_pos, k, v, kpos, kmask, acc, m_i, l_i,
-                                            qk_scale, DOT_PRECISION, DOT_UPCAST)
+        if DOT_UPCAST:
+            q = q.to(tl.float32)
+            k = k.to(tl.float32)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+        visible = (kpos[None, :] <= q_pos[:, None]) & kmask[None, :]
+        s = tl.where(visible, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        p = p.to(v.dtype)  # the PV product runs on the input dtype, as on the GPU
+        if DOT_UPCAST:
+            p = p.to(tl.float32)
+            v = v.to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=DOT_PRECISION)
+        m_i = m_new
     return acc, m_i, l_i
-
-
-@triton.jit
-def online_softmax_step(q, q_pos, k, v, kpos, kmask, acc, m_i, l_i, qk_scale,
-                        DOT_PRECISION: tl.constexpr, DOT_UPCAST: tl.constexpr):
-    """One block of keys into the running (acc, m, l): causal mask by position."""
-    if DOT_UPCAST:
-        q = q.to(tl.float32)
-        k = k.to(tl.float32)
-    s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
-    visible = (kpos[None, :] <= q_pos[:, None]) & kmask[None, :]
-    s = tl.where(visible, s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    alpha = tl.exp2(m_i - m_new)
-    p = tl.exp2(s - m_new[:, None])
-    l_i = l_i * alpha + tl.sum(p, 1)
-    p = p.to(v.dtype)  # the PV product runs on the input dtype, as on the GPU
-    if DOT_UPCAST:
-        p = p.to(tl.float32)
-        v = v.to(tl.float32)
-    acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=DOT_PRECISION)
-    return acc, m_new, l_i
-
-
-@triton.jit
-def attend_new_tokens(
-    q,
-    q_pos,
-    key_ptr,  # the step's new keys [num_tokens, num_kv_heads, head_size]
-    value_ptr,
-    stride_nkt,
-    stride_nkh,
-    stride_nvt,
-    stride_nvh,
-    kv_head,
-    q_start,  # the sequence's first new token (its row in key / value)
-    ctx_len,  # position of that token
-    kv_lo,
-    kv_hi,
-    acc,
-    m_i,
-    l_i,
-    qk_scale,
-    HEAD_SIZE: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
-    DOT_UPCAST: tl.constexpr,
-):
-    """`attend_kv_range` continued over keys [kv_lo, kv_hi) that are this step's new tokens
-    (positions >= ctx_len), read from the step's key / value inputs instead of the cache:
-    the fused write (`write_tile_kv`) lets every program write only its own tile's tokens,
-    so a tile cannot wait for another program's write of the tokens before it."""
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, BLOCK_D)
-    d_mask = offs_d < HEAD_SIZE
-    for start in range(kv_lo, kv_hi, BLOCK_N):
-        kpos = start + offs_n
-        kmask = kpos < kv_hi
-        tok = (q_start + kpos - ctx_len).to(tl.int64)
-        ld_mask = kmask[:, None] & d_mask[None, :]
-        k = tl.load(key_ptr + (tok * stride_nkt + kv_head * stride_nkh)[:, None]
-                    + offs_d[None, :], mask=ld_mask, other=0.0)
-        v = tl.load(value_ptr + (tok * stride_nvt + kv_head * stride_nvh)[:, None]
-                    + offs_d[None, :], mask=ld_mask, other=0.0)
-        acc, m_i, l_i = online_softmax_step(q, q_pos, k, v, kpos, kmask, acc, m_i, l_i,
-                                            qk_scale, DOT_PRECISION, DOT_UPCAST)
-    return acc, m_i, l_i
-
-
-@triton.jit
-def write_tile_kv(
-    key_ptr,
-    value_ptr,
-    slot_mapping_ptr,  # [num_tokens] cache slot of each token (< 0: not written)
-    stride_nkt,
-    stride_nkh,
-    stride_nvt,
-    stride_nvh,
-    k_cache_ptr,
-    v_cache_ptr,
-    stride_kb,
-    stride_kt,
-    stride_kh,
-    stride_vb,
-    stride_vt,
-    stride_vh,
-    kv_head,
-    first_tok,  # row of the tile's first token in key / value
-    num_toks,  # tokens of the tile (<= BLOCK_T)
-    PAGE_SIZE: tl.constexpr,
-    HEAD_SIZE: tl.constexpr,
-    BLOCK_T: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-):
-    """The tile's new tokens' K/V of one KV head into the paged cache (`reshape_and_cache`
-    for the tokens this program attends from): the query tiles of a step partition its
-    tokens, so every token and head is written once per launch."""
-    t = tl.arange(0, BLOCK_T)
-    offs_d = tl.arange(0, BLOCK_D)
-    tok = (first_tok + t).to(tl.int64)
-    ok = t < num_toks
-    slot = tl.load(slot_mapping_ptr + tok, mask=ok, other=-1).to(tl.int64)
-    ok = ok & (slot >= 0)
-    blk = tl.where(ok, slot // PAGE_SIZE, 0)
-    off = tl.where(ok, slot % PAGE_SIZE, 0)
-    mask = ok[:, None] & (offs_d < HEAD_SIZE)[None, :]
-    k = tl.load(key_ptr + (tok * stride_nkt + kv_head * stride_nkh)[:, None] + offs_d[None, :],
-                mask=mask)
-    v = tl.load(value_ptr + (tok * stride_nvt + kv_head * stride_nvh)[:, None]
-                + offs_d[None, :], mask=mask)
-    tl.store(k_cache_ptr + (blk * stride_kb + off * stride_kt + kv_head * stride_kh)[:, None]
-             + offs_d[None, :], k.to(k_cache_ptr.dtype.element_ty), mask=mask)
-    tl.store(v_cache_ptr + (blk * stride_vb + off * stride_vt + kv_head * stride_vh)[:, None]
-             + offs_d[None, :], v.to(v_cache_ptr.dtype.element_ty), mask=mask)
 
 
 # requests a program of an ANY_BATCH grid reads per vector load of the query offsets
@@ -489,21 +388,6 @@ def check_inputs(q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table) 
     assert cu_seqlens_q.dtype == torch.int32
     assert block_table.stride(1) == 1
     for t in (k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, out):
-        assert t.device == q.device
-
-
-def check_new_kv(q, k_cache, key, value, slot_mapping) -> None:
-    """Asserts on a fused launch's new K/V (`paged_attention_pad`'s ``new_kv``)."""
-    num_kv_heads, head_size = k_cache.shape[2], k_cache.shape[3]
-    assert key.dim() == 3 and value.shape == key.shape, (key.shape, value.shape)
-    assert key.shape[0] >= q.shape[0] and key.shape[1:] == (num_kv_heads, head_size), (
-        key.shape, q.shape, k_cache.shape)
-    assert key.dtype == value.dtype == k_cache.dtype, (key.dtype, k_cache.dtype)
-    assert key.stride(-1) == 1 and value.stride(-1) == 1
-    assert slot_mapping.dim() == 1 and slot_mapping.dtype in (torch.int32, torch.int64), (
-        slot_mapping.shape, slot_mapping.dtype)
-    assert slot_mapping.shape[0] >= q.shape[0], (slot_mapping.shape, q.shape)
-    for t in (key, value, slot_mapping):
         assert t.device == q.device
 
 

@@ -19,10 +19,8 @@ import triton.language as tl
 from vllm_bass.kernels.paged_attention_common import (
     AttnTiles,
     attend_kv_range,
-    attend_new_tokens,
     cdiv,
     check_inputs,
-    check_new_kv,
     gdc_wait,
     launch_args,
     load_query_tile,
@@ -32,7 +30,6 @@ from vllm_bass.kernels.paged_attention_common import (
     pick_tiles,
     query_tile_ids,
     store_normalised_output,
-    write_tile_kv,
 )
 
 reference = paged_attention_ref
@@ -63,13 +60,6 @@ def _paged_attention_pad_kernel(
     out_ptr,
     stride_ot: tl.int64,
     stride_oh,
-    key_ptr,  # FUSED_WRITE: the step's new K/V [num_tokens, num_kv_heads, head_size] ...
-    value_ptr,
-    slot_mapping_ptr,  # ... and their cache slots
-    stride_nkt: tl.int64,
-    stride_nkh,
-    stride_nvt: tl.int64,
-    stride_nvh,
     PAGE_SIZE: tl.constexpr,
     HEAD_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -80,7 +70,6 @@ def _paged_attention_pad_kernel(
     HEAD_FASTEST: tl.constexpr,
     ANY_BATCH: tl.constexpr,
     PDL: tl.constexpr,
-    FUSED_WRITE: tl.constexpr,
 ):
     seq, q_tile, kv_head, q_start, q_len, _ = query_tile_ids(
         cu_seqlens_q_ptr, num_q_tiles, num_seqs, q_per_tile, HEAD_FASTEST, ANY_BATCH)
@@ -94,31 +83,16 @@ def _paged_attention_pad_kernel(
         q_per_tile, HEAD_SIZE, BLOCK_M, BLOCK_D,
     )
     kv_hi = tl.minimum(seq_len, ctx_len + tl.minimum(q_len, tile_q0 + q_per_tile))
-    cached_hi = kv_hi
-    if FUSED_WRITE:
-        # this tile's tokens into the cache; the new keys it sees come from the inputs
-        write_tile_kv(
-            key_ptr, value_ptr, slot_mapping_ptr, stride_nkt, stride_nkh, stride_nvt,
-            stride_nvh, k_cache_ptr, v_cache_ptr, stride_kb, stride_kt, stride_kh,
-            stride_vb, stride_vt, stride_vh, kv_head, q_start + tile_q0,
-            tl.minimum(q_per_tile, q_len - tile_q0), PAGE_SIZE, HEAD_SIZE, BLOCK_M, BLOCK_D,
-        )
-        cached_hi = ctx_len
-    elif PDL:
+    if PDL:
         gdc_wait()  # the KV-cache write of this step's tokens has ended
+
     acc, m_i, l_i = attend_kv_range(
         q, q_pos, k_cache_ptr, v_cache_ptr,
         block_table_ptr + seq.to(tl.int64) * stride_bt, kv_head,
         stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh,
-        0, cached_hi, qk_scale,
+        0, kv_hi, qk_scale,
         PAGE_SIZE, HEAD_SIZE, BLOCK_M, BLOCK_N, BLOCK_D, DOT_PRECISION, DOT_UPCAST,
     )
-    if FUSED_WRITE:
-        acc, m_i, l_i = attend_new_tokens(
-            q, q_pos, key_ptr, value_ptr, stride_nkt, stride_nkh, stride_nvt, stride_nvh,
-            kv_head, q_start, ctx_len, ctx_len, kv_hi, acc, m_i, l_i, qk_scale,
-            HEAD_SIZE, BLOCK_N, BLOCK_D, DOT_PRECISION, DOT_UPCAST,
-        )
     store_normalised_output(out_ptr, stride_ot, stride_oh, acc, l_i, tok, head, row_ok,
                             HEAD_SIZE, BLOCK_D)
 
@@ -136,20 +110,14 @@ def paged_attention_pad(
     tiles: AttnTiles | None = None,
     check: bool = True,
     any_batch: bool = False,
-    new_kv: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """out[t] = causal paged attention of q[t]; see paged_attention_common
     for the layouts. ``max_query_len`` is a host int (grid size, unless ``any_batch``:
     then the grid follows the token and request counts and serves any query lengths, as
     a CUDA graph captured once needs). ``check=False`` skips the input asserts
-    (per-layer launch overhead). ``new_kv`` = (key, value, slot_mapping): the step's
-    new tokens are not in the cache yet; the launch writes them (as `reshape_and_cache`:
-    a negative slot is skipped) and attends to them from ``key`` / ``value``: one launch
-    a layer instead of two."""
+    (per-layer launch overhead)."""
     if check:
         check_inputs(q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table)
-        if new_kv is not None:
-            check_new_kv(q, k_cache, *new_kv)
     num_tokens, num_heads, head_size = q.shape
     num_kv_heads = k_cache.shape[2]
     batch = seq_lens.shape[0]
@@ -165,13 +133,7 @@ def paged_attention_pad(
             num_kv_heads)
     if tiles.head_fastest:
         grid = grid[::-1]
-    # a fused launch has no cache write before it to overlap (PDL)
     args, meta = launch_args(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale,
-                             tiles, num_q_tiles, any_batch,
-                             new_kv is None and pdl_enabled(q.device))
-    key, value, slots = new_kv if new_kv is not None else (q, q, cu_seqlens_q)
-    _paged_attention_pad_kernel[grid](
-        *args, out, out.stride(0), out.stride(1), key, value, slots, key.stride(0),
-        key.stride(1), value.stride(0), value.stride(1), FUSED_WRITE=new_kv is not None,
-        **meta)
+                             tiles, num_q_tiles, any_batch, pdl_enabled(q.device))
+    _paged_attention_pad_kernel[grid](*args, out, out.stride(0), out.stride(1), **meta)
     return out

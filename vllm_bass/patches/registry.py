@@ -101,13 +101,6 @@ _FIXED: tuple[Surface, ...] = (
             "prefill steps (64+ token queries) on FA3 over our cache views; our kernels ran "
             "them at 0.36-0.75x FA3 from 512 tokens", "our kernels match FA3 on prefill",
             cuda_only=True),
-    Surface("vllm.model_executor.layers.attention.attention.unified_kv_cache_update",
-            "private", "vllm_bass.attention.backend",
-            "VLLM_BASS_FUSED_KV_WRITE: vLLM calls the layer's do_kv_cache_update through it "
-            "right before the same layer's attention, so the write can wait for that launch "
-            "(the order: test_vllm_updates_the_cache_right_before_the_same_layers_attention)",
-            "the fused write is measured: made the default (then a backend whose forward "
-            "writes the cache) or removed"),
     Surface("vllm.vllm_flash_attn.flash_attn_interface.is_fa_version_supported", "private",
             "vllm_bass.attention.backend", "FA3 present on this GPU (prefill steps)",
             "our kernels match FA3 on prefill", cuda_only=True),
