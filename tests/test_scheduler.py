@@ -480,16 +480,18 @@ def test_a_priced_knee_keeps_the_large_batch_floor():
     assert priced_step_budget(1536, 8, 256) == 1528
 
 
-@pytest.mark.parametrize("over_fit", [False, True])
-def test_the_knee_price_adds_to_the_fitted_token_price_or_tops_it(over_fit, monkeypatch):
-    """The default prices a token past the knee at the fitted token price plus the knee's
-    compute price; VLLM_BASS_KNEE_PRICE=over_fit (session 31's A/B) at the larger of them."""
+@pytest.mark.parametrize("mode", [None, "max", "sum", " SUM "])
+def test_the_knee_price_tops_the_fitted_token_price_or_adds_to_it(mode, monkeypatch):
+    """The default (VLLM_BASS_KNEE_PRICE=max) prices a token past the knee at the larger of
+    the fitted token price and the knee's compute price; `sum` (before session 32) at their
+    sum."""
     from vllm_bass.policy.cost_model import StepCostModel, knee_price
 
-    if over_fit:
-        monkeypatch.setenv("VLLM_BASS_KNEE_PRICE", "over_fit")
-    else:
+    if mode is None:
         monkeypatch.delenv("VLLM_BASS_KNEE_PRICE", raising=False)
+    else:
+        monkeypatch.setenv("VLLM_BASS_KNEE_PRICE", mode)
+    summed = mode is not None and mode.strip().lower() == "sum"
     sched = _scheduler(True)
     sched.bass_kv_per_weight = 1e-5  # no requests held: the weights are all the traffic
     knee = sched.bass_config.verify_knee_tokens
@@ -497,5 +499,13 @@ def test_the_knee_price_adds_to_the_fitted_token_price_or_tops_it(over_fit, monk
     for fitted in (0.0, full / 2, 2 * full):
         cost = sched._bass_knee_priced(StepCostModel(per_verify_token=fitted), [], knee)
         assert cost.knee_drafts == knee
-        expected = max(0.0, full - fitted) if over_fit else full
+        expected = full if summed else max(0.0, full - fitted)
         assert cost.past_knee_price == pytest.approx(expected)
+        assert cost.per_verify_token + cost.past_knee_price == pytest.approx(
+            fitted + full if summed else max(fitted, full))
+
+
+def test_a_bad_knee_price_mode_is_refused_by_name(monkeypatch):
+    monkeypatch.setenv("VLLM_BASS_KNEE_PRICE", "over_fit")
+    with pytest.raises(ValueError, match="VLLM_BASS_KNEE_PRICE must be one of max, sum"):
+        _scheduler(True)

@@ -46,8 +46,9 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
         "", "session29: the step-cost fit as before session 30, without its per-request term "
             "and with its prior scaled by every step, not the off-steps (A/B measurements)"),
     "VLLM_BASS_KNEE_PRICE": (
-        "", "over_fit: a verified token past the knee costs the larger of the fitted token "
-            "price and the knee's compute price, not their sum (A/B measurements)"),
+        "max", "sum: a verified token past the knee costs the fitted token price plus the "
+               "knee's compute price, as before session 32 (A/B measurements); max (the "
+               "default): the larger of them"),
     "VLLM_BASS_EAGER_COUNT_CORRECTION": (
         "1", "0: keep vLLM's torch.compile'd async draft-count correction in BASS engines "
              "(recompiles of 0.4-1 s inside serving steps as batch sizes change)"),

@@ -110,6 +110,19 @@ def step_token_budget(capture_budget: int | None, batch: int,
                LARGE_BATCH_TOKENS_PER_REQUEST * batch)
 
 
+KNEE_PRICE_MODES = ("max", "sum")
+
+
+def knee_price_is_sum() -> bool:
+    """VLLM_BASS_KNEE_PRICE: `sum` (before session 32) or `max` (the default); anything
+    else is refused when the engine starts, not ignored."""
+    mode = envs.get("VLLM_BASS_KNEE_PRICE").strip().lower() or "max"
+    if mode not in KNEE_PRICE_MODES:
+        raise ValueError(f"VLLM_BASS_KNEE_PRICE must be one of {', '.join(KNEE_PRICE_MODES)}, "
+                         f"got {mode!r}")
+    return mode == "sum"
+
+
 def priced_step_budget(capture_budget: int | None, batch: int,
                        knee: int = KNEE_TOKENS) -> int | None:
     """The verification budget when the knee is priced (`cost_model.knee_price`), not a
@@ -212,8 +225,8 @@ class BassScheduler(Scheduler):
         # memory traffic is known: with long contexts a verification past the knee is cheap
         self.bass_kv_per_weight = (kv_bytes_per_weight_byte(self.vllm_config)
                                    if self.bass_config.verify_knee_tokens > 0 else None)
-        # VLLM_BASS_KNEE_PRICE=over_fit (an A/B candidate for session 31; `_bass_knee_priced`)
-        self._bass_knee_over_fit = envs.get("VLLM_BASS_KNEE_PRICE").strip() == "over_fit"
+        # VLLM_BASS_KNEE_PRICE=sum: the knee priced as before session 32 (`_bass_knee_priced`)
+        self._bass_knee_sum = knee_price_is_sum()
         self._bass_last_end: float | None = None  # end of the previous update_from_output
         # Diagnostics: VLLM_BASS_STEP_TRACE=FILE appends
         # "end_s,batch,draft_steps,verify_tokens,ms,other_tokens" for every timed step (what
@@ -314,9 +327,12 @@ class BassScheduler(Scheduler):
         cached = sum(requests[r].num_computed_tokens for r in req_ids if r in requests)
         share = 1.0 / (1.0 + self.bass_kv_per_weight * cached)
         price = knee_price(share, self.bass_config.verify_knee_tokens)
-        if self._bass_knee_over_fit:
+        if not self._bass_knee_sum:
             # a token past the knee costs the larger of the fitted token price and the
-            # compute price, not their sum: the fit already holds steps at the knee
+            # compute price, not their sum: the H100's knee is soft, so the fit over steps
+            # just below it already holds part of it (session 32: at batch 64 with ~1100
+            # cached tokens every token cost ~0.02 ms from 192 to 384 a step, the fitted
+            # price; the sum doubled it and planned 3-4 drafts where 5, unpriced, decoded 7% faster)
             price = max(0.0, price - cost.per_verify_token)
         return dataclasses.replace(cost, knee_drafts=max(0, knee_budget - len(req_ids)),
                                    past_knee_price=price)

@@ -40,8 +40,8 @@ def speedup(system: str, acceptance: str, batch: int, seeds: int) -> float:
             sched.bass_policy.closed_batch_plan = system != "bass_open_plan"
         if system == "bass_s29fit":  # the step-cost fit before session 30
             sched.bass_costs = StepCostEstimator(session29_fit=True)
-        if system == "bass_knee_over_fit":  # VLLM_BASS_KNEE_PRICE=over_fit
-            sched._bass_knee_over_fit = True
+        if system == "bass_knee_sum":  # VLLM_BASS_KNEE_PRICE=sum (before session 32)
+            sched._bass_knee_sum = True
         scb.run_continuous(sched, alphas, 128, batch, 1000 + seed)
         rates.append(scb.run_continuous(sched, alphas, 128, batch, seed)["tokens_per_ms"])
     return statistics.mean(rates) / (batch / scb.h100_step_ms(batch, 0, 0))

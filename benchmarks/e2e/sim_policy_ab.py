@@ -13,8 +13,9 @@ decoding's makespan over each variant's (higher is better), fixed K for referenc
 Variants: `closed_plan` / `open_plan` (`closed_batch_plan` on / off), `confidentX` (the
 predicted speedup above which no off-step measures plain decoding), `hardknee` (the
 256-token bound instead of the knee price), `s29fit` (the step-cost fit before session
-30: no per-request term, its prior scaled by every step's mean), `overfitknee` (a token past
-the knee at the larger of the fitted and the knee's price, not their sum), `default`.
+30: no per-request term, its prior scaled by every step's mean), `sumknee` (a token past
+the knee at the fitted price plus the knee's, the default before session 32; session 31's
+`overfitknee` is the default since), `default`.
 (Session 29's `offshareX`, the off-steps' least share of the cost fit, lives in git history
 at c63dd22.)
 
@@ -52,8 +53,8 @@ def configure(variant: str, sched) -> None:
         sched.bass_policy.closed_batch_plan = variant == "closed_plan"
     elif variant == "hardknee":  # session 28's bound: no knee price
         sched.bass_kv_per_weight = None
-    elif variant == "overfitknee":  # VLLM_BASS_KNEE_PRICE=over_fit
-        sched._bass_knee_over_fit = True
+    elif variant == "sumknee":  # VLLM_BASS_KNEE_PRICE=sum (the default before session 32)
+        sched._bass_knee_sum = True
     elif variant == "s29fit":  # the step-cost fit before session 30
         sched.bass_costs = StepCostEstimator(session29_fit=True)
     elif variant != "default" and not variant.startswith("confident"):

@@ -129,9 +129,9 @@ EXTRA_SYSTEMS["bass_nopdl"] = {}
 # the step-cost fit before session 30 (VLLM_BASS_COST_FIT=session29): no per-request term,
 # the prior scaled by every step's mean, not the off-steps' time
 EXTRA_SYSTEMS["bass_s29fit"] = {}
-# a verified token past the knee priced at max(fitted price, knee price), not their sum
-# (VLLM_BASS_KNEE_PRICE=over_fit)
-EXTRA_SYSTEMS["bass_knee_over_fit"] = {}
+# a verified token past the knee priced at the fitted price plus the knee price, not the
+# larger of them (VLLM_BASS_KNEE_PRICE=sum, the default before session 32)
+EXTRA_SYSTEMS["bass_knee_sum"] = {}
 # plain decoding on vLLM's V1 model runner, the one every draft_model engine (vLLM's and
 # BASS) runs on; vLLM 0.27.1 runs plain decoding of Llama on its V2 runner by default
 PLAIN_SYSTEMS = ("plain", "plain_v1")
@@ -147,8 +147,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_BASS_ATTENTION_PDL": "0"}
     if system == "bass_s29fit":
         return {"VLLM_BASS_COST_FIT": "session29"}
-    if system == "bass_knee_over_fit":
-        return {"VLLM_BASS_KNEE_PRICE": "over_fit"}
+    if system == "bass_knee_sum":
+        return {"VLLM_BASS_KNEE_PRICE": "sum"}
     return {"VLLM_BASS_FIRST_PASS_GRAPHS": "0"} if system.endswith(FIRST_PASS_AB) else {}
 
 
