@@ -505,6 +505,61 @@ def test_the_knee_price_tops_the_fitted_token_price_or_adds_to_it(mode, monkeypa
             fitted + full if summed else max(fitted, full))
 
 
+def _fitted_token_prices_at_batch_64(trace_name: str) -> list[float]:
+    """The step-cost fit's price of a verified token at every drafting step of batch 64,
+    replaying one of session 32's H100 step traces (BASS, 4x1024 draft, alpha 0.8)."""
+    import csv
+    import gzip
+    from pathlib import Path
+
+    from vllm_bass.policy.cost_model import StepCostEstimator
+
+    trace = (Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "session32"
+             / f"step_trace_{trace_name}.csv.gz")
+    est, prices = StepCostEstimator(), []
+    with gzip.open(trace, "rt") as fh:
+        for row in csv.reader(fh):
+            batch, steps, tokens, ms, other = (int(row[1]), int(row[2]), int(row[3]),
+                                               float(row[4]), int(row[5]))
+            est.observe(batch, steps, tokens, ms / 1000, other)
+            fit = est.fits.get(64)
+            if batch == 64 and other == 0 and steps > 0 and fit is not None \
+                    and fit.weight >= est.min_weight:
+                prices.append(est.model_for(64).per_verify_token)
+    return prices
+
+
+def test_the_fit_holds_the_soft_knee_at_long_contexts_and_not_at_short_ones():
+    """Why a token past the knee costs the larger of the two prices, not their sum: at
+    1024-token prompts (batch 64, ~1100 cached tokens a request) the H100's steps grew ~0.02
+    ms a verified token from 192 to 384 tokens, and the fit over them already prices a token
+    at or above the knee's compute price, so the sum doubled it (3-4 drafts planned where 5
+    decoded 7% faster); at 128-token prompts the fit prices a token near 0 and the knee's
+    price stands either way."""
+    import statistics
+    from types import SimpleNamespace
+
+    import torch
+
+    from vllm_bass.policy.cost_model import knee_price
+    from vllm_bass.scheduler import kv_bytes_per_weight_byte
+
+    hf = SimpleNamespace(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                         num_key_value_heads=32, intermediate_size=11008, vocab_size=32000)
+    kv_per_weight = kv_bytes_per_weight_byte(SimpleNamespace(
+        model_config=SimpleNamespace(hf_text_config=hf, dtype=torch.bfloat16, quantization=None),
+        cache_config=SimpleNamespace(cache_dtype="auto")))
+    long_knee = knee_price(1.0 / (1.0 + kv_per_weight * 64 * 1100), 256)
+    short_knee = knee_price(1.0 / (1.0 + kv_per_weight * 64 * 200), 256)
+    assert 0.0009 < long_knee < 0.0012 and short_knee > 2 * long_knee
+    for trace in ("call4_bass_default", "call4_bass_knee_sum"):
+        prices = _fitted_token_prices_at_batch_64(trace)
+        assert len(prices) > 80
+        assert statistics.median(prices) >= long_knee
+    short = _fitted_token_prices_at_batch_64("call5_bass_default")
+    assert len(short) > 80 and statistics.median(short) < short_knee / 4
+
+
 def test_a_bad_knee_price_mode_is_refused_by_name(monkeypatch):
     monkeypatch.setenv("VLLM_BASS_KNEE_PRICE", "over_fit")
     with pytest.raises(ValueError, match="VLLM_BASS_KNEE_PRICE must be one of max, sum"):
