@@ -529,13 +529,13 @@ def _fitted_token_prices_at_batch_64(trace_name: str) -> list[float]:
     return prices
 
 
-def test_the_fit_holds_the_soft_knee_at_long_contexts_and_not_at_short_ones():
+def test_the_fit_holds_the_knee_once_plans_pass_it():
     """Why a token past the knee costs the larger of the two prices, not their sum: at
-    1024-token prompts (batch 64, ~1100 cached tokens a request) the H100's steps grew ~0.02
-    ms a verified token from 192 to 384 tokens, and the fit over them already prices a token
-    at or above the knee's compute price, so the sum doubled it (3-4 drafts planned where 5
-    decoded 7% faster); at 128-token prompts the fit prices a token near 0 and the knee's
-    price stands either way."""
+    1024-token prompts (batch 64, ~1100 cached tokens a request) the plans pass the knee
+    (192 drafts), so the fit's steps do and its token price is at or above the knee's
+    compute price: the sum doubled it (3-4 drafts planned where 5 decoded 7% faster). At
+    128-token prompts the plans stay at the knee (3 drafts), the fit prices a token near 0
+    and the knee's price stands either way."""
     import statistics
     from types import SimpleNamespace
 

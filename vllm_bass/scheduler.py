@@ -329,10 +329,12 @@ class BassScheduler(Scheduler):
         price = knee_price(share, self.bass_config.verify_knee_tokens)
         if not self._bass_knee_sum:
             # a token past the knee costs the larger of the fitted token price and the
-            # compute price, not their sum: the H100's knee is soft, so the fit over steps
-            # just below it already holds part of it (session 32: at batch 64 with ~1100
-            # cached tokens every token cost ~0.02 ms from 192 to 384 a step, the fitted
-            # price; the sum doubled it and planned 3-4 drafts where 5, unpriced, decoded 7% faster)
+            # compute price, not their sum: a price is no bound, so once plans pass the
+            # knee the fit's steps do too and its token price holds the knee's cost (session
+            # 32, batch 64, ~1100 cached tokens: fitted 0.0012-0.0013 plain steps, knee price
+            # 0.00106, ~0.02 ms a token on the H100; the sum doubled it and planned 3-4
+            # drafts where 5, unpriced, decoded 7% faster). Plans held at the knee leave the
+            # fit's price near 0 and the knee's stands.
             price = max(0.0, price - cost.per_verify_token)
         return dataclasses.replace(cost, knee_drafts=max(0, knee_budget - len(req_ids)),
                                    past_knee_price=price)
