@@ -480,6 +480,44 @@ def test_a_priced_knee_keeps_the_large_batch_floor():
     assert priced_step_budget(1536, 8, 256) == 1528
 
 
+def test_fixed_ignores_the_knee_and_bass_stops_at_it():
+    """The step budget per policy: `fixed` drafts its K, bounded only by the largest graph's
+    room (session 32, H100: the knee held K=5 at 3 drafts at batch 64 / 1024-token prompts,
+    where vLLM's K=5 was best), also wrapped in auto-off; `bass` stops at the knee."""
+    from vllm_bass.policy.policies import BassAlgorithm1, FixedDraftLength
+    from vllm_bass.scheduler import policy_step_budget, step_token_budget
+
+    fixed, bass = FixedDraftLength(5), BassAlgorithm1(initial=5, limit=5)
+    assert policy_step_budget(bass, 512, 64, 256) == step_token_budget(512, 64, 256) == 256
+    assert policy_step_budget(fixed, 512, 64, 256) == 512 - 64
+    assert policy_step_budget(fixed, 512, 256, 256) == 1024  # the large-batch floor stays
+    assert policy_step_budget(fixed, None, 64, 256) is None
+    wrapped = _scheduler(False, draft_length_policy="fixed", num_speculative_tokens=5,
+                         auto_off=True).bass_policy
+    assert wrapped.name == "fixed" and policy_step_budget(wrapped, 512, 64, 256) == 448
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+@pytest.mark.parametrize("policy, drafts", [("fixed", 5), ("bass", 3)])
+def test_fixed_k_is_not_cut_at_the_knee(async_scheduling, policy, drafts):
+    """Batch 64 under a 512-token graph: fixed K=5 verifies 5 drafts a request (the knee
+    cut it to (256 - 64) / 64 = 3 before session 32); bass at K=5 stays within the knee."""
+    sched = _scheduler(async_scheduling, draft_length_policy=policy, num_speculative_tokens=5,
+                       initial_draft_length=5, auto_off=False, max_num_seqs=64)
+    sched.bass_token_budget = 512
+    rids = [f"r{i}" for i in range(64)]
+    for r in rids:
+        _add(sched, r, max_tokens=400)
+    log = _run(sched, 8, accepted={r: 99 for r in rids})
+    decode = [(out, verified) for out, verified in log[3:] if verified]
+    assert decode
+    for out, verified in decode:
+        assert out.num_spec_tokens_to_schedule == drafts
+        assert set(verified) == set(rids) and set(verified.values()) == {drafts}, verified
+        assert sum(verified.values()) + len(out.num_scheduled_tokens) <= (
+            512 - 64 if policy == "fixed" else 256)
+
+
 @pytest.mark.parametrize("mode", [None, "max", "sum", " SUM "])
 def test_the_knee_price_tops_the_fitted_token_price_or_adds_to_it(mode, monkeypatch):
     """The default (VLLM_BASS_KNEE_PRICE=max) prices a token past the knee at the larger of

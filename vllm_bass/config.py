@@ -49,9 +49,10 @@ class BassConfigError(ValueError):
     """A BASS option is wrong; the message names the flag or field and what would be valid."""
 
 
-# A verification holds at most this many tokens (the scheduler's step budget; at large
-# batches 4 per request): where a dense target's forward turns from reading its weights
-# (flat in tokens) to compute (linear): peak bf16 FLOP/s over
+# A bass verification holds at most this many tokens (the scheduler's step budget; at large
+# batches 4 per request; `verify_knee_tokens` says how the other policies treat it): where
+# a dense target's forward turns from reading its weights (flat in tokens) to compute
+# (linear): peak bf16 FLOP/s over
 # memory bytes/s, ~295 tokens on an H100 (A100 ~156, H200 ~206), whatever the model's size
 # (both scale with its parameters). Past it each drafted token costs a full token of compute,
 # which the step-cost model's one linear price per verified token (fitted mostly below the
@@ -120,8 +121,10 @@ class BassConfig:
     full_graph_drafting: bool = True
     # Verification tokens per step where the target turns compute-bound
     # (DEFAULT_VERIFY_KNEE_TOKENS says why): per_request prices the tokens past it
-    # (`cost_model.knee_price`), the other policies stop there; 0: no knee, only the largest
-    # CUDA graph bounds a verification.
+    # (`cost_model.knee_price`), bass stops there, fixed drafts its K (only the largest CUDA
+    # graph bounds it; session 32, H100: fixed K=5 was held at 3 drafts by the knee at batch
+    # 64 / 1024-token prompts, where vLLM's K=5 was the best configuration); 0: no knee, only
+    # the largest CUDA graph bounds a verification.
     verify_knee_tokens: int = DEFAULT_VERIFY_KNEE_TOKENS
     # per_request (experimental): one draft length for all sequences (fixed K's plan and
     # engine path) unless the ragged optimum promises this fraction more tokens per unit of

@@ -90,7 +90,11 @@ def verified_from_output(scheduled_spec: dict[str, list[int]], sampled_token_ids
 # draft token per request at batch 256 (mean acceptance length 1.8), where vLLM's
 # draft_model verifying 3 per request ran 1.24x plain and BASS 1.11x (H100, session 10).
 LARGE_BATCH_TOKENS_PER_REQUEST = 4
-# Below that, a verification holds at most BassConfig.verify_knee_tokens (config.py says why).
+# Below that, a verification holds at most BassConfig.verify_knee_tokens (config.py says
+# why): per_request prices the knee (`priced_step_budget`), bass stops there, fixed drafts
+# its K (`policy_step_budget`: only the largest CUDA graph bounds it; session 32, H100:
+# fixed K=5 was held at 3 drafts by the knee at batch 64 / 1024-token prompts, where vLLM's
+# K=5 was the best configuration).
 KNEE_TOKENS = DEFAULT_VERIFY_KNEE_TOKENS
 
 
@@ -133,6 +137,17 @@ def priced_step_budget(capture_budget: int | None, batch: int,
         return None
     return max(step_token_budget(capture_budget, batch, knee),
                step_token_budget(capture_budget, batch, 0))
+
+
+def policy_step_budget(policy, capture_budget: int | None, batch: int,
+                       knee: int = KNEE_TOKENS) -> int | None:
+    """`policy`'s verification budget before any knee price: the hard knee
+    (`step_token_budget`) where the policy stops at it (`stops_at_knee`: bass, and
+    per_request until the scheduler prices the knee); else the largest graph's room, never
+    below the large-batch floor (`priced_step_budget`): fixed drafts its K like vLLM's."""
+    if getattr(policy, "stops_at_knee", True):
+        return step_token_budget(capture_budget, batch, knee)
+    return priced_step_budget(capture_budget, batch, knee)
 
 
 def kv_bytes_per_weight_byte(vllm_config) -> float | None:
@@ -278,8 +293,8 @@ class BassScheduler(Scheduler):
         req_ids = list(out.num_scheduled_tokens)
         self._bass_forget_finished()
         policy = self.bass_policy
-        budget = step_token_budget(self.bass_token_budget, len(req_ids),
-                                   self.bass_config.verify_knee_tokens)
+        budget = policy_step_budget(policy, self.bass_token_budget, len(req_ids),
+                                    self.bass_config.verify_knee_tokens)
         if hasattr(policy, "cost"):
             policy.cost = self.bass_costs.model_for(len(req_ids))
             if (budget is not None and req_ids and self.bass_kv_per_weight is not None

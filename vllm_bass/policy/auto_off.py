@@ -256,7 +256,7 @@ class AutoOff(DraftLengthPolicy):
 
     def __init__(self, inner: DraftLengthPolicy, bass_config, cost: StepCostModel | None = None):
         self.inner = inner
-        self.name = inner.name
+        self.name, self.stops_at_knee = inner.name, inner.stops_at_knee
         self.k_max = bass_config.num_speculative_tokens
         self.cost = cost or PRIOR_COSTS  # the scheduler replaces it every step
         self.estimates = AcceptanceEstimates(bass_config.acceptance_ema)
@@ -310,7 +310,7 @@ class ForcedOffCycle(DraftLengthPolicy):
     def __init__(self, inner: DraftLengthPolicy, on_steps: int, off_steps: int):
         if on_steps < 1 or off_steps < 0:
             raise ValueError(f"{TEST_OFF_CYCLE_ENV} must be 'ON,OFF' with ON >= 1, OFF >= 0")
-        self.inner, self.name = inner, inner.name
+        self.inner, self.name, self.stops_at_knee = inner, inner.name, inner.stops_at_knee
         self.cycle, self.on_steps = on_steps + off_steps, on_steps
         self.step = 0
 
