@@ -122,9 +122,8 @@ class BassConfig:
     # Verification tokens per step where the target turns compute-bound
     # (DEFAULT_VERIFY_KNEE_TOKENS says why): per_request prices the tokens past it
     # (`cost_model.knee_price`), bass stops there, fixed drafts its K (only the largest CUDA
-    # graph bounds it; session 32, H100: fixed K=5 was held at 3 drafts by the knee at batch
-    # 64 / 1024-token prompts, where vLLM's K=5 was the best configuration); 0: no knee, only
-    # the largest CUDA graph bounds a verification.
+    # graph bounds it; `FixedDraftLength` says why); 0: no knee, only the largest CUDA graph
+    # bounds a verification.
     verify_knee_tokens: int = DEFAULT_VERIFY_KNEE_TOKENS
     # per_request (experimental): one draft length for all sequences (fixed K's plan and
     # engine path) unless the ragged optimum promises this fraction more tokens per unit of

@@ -92,9 +92,7 @@ def verified_from_output(scheduled_spec: dict[str, list[int]], sampled_token_ids
 LARGE_BATCH_TOKENS_PER_REQUEST = 4
 # Below that, a verification holds at most BassConfig.verify_knee_tokens (config.py says
 # why): per_request prices the knee (`priced_step_budget`), bass stops there, fixed drafts
-# its K (`policy_step_budget`: only the largest CUDA graph bounds it; session 32, H100:
-# fixed K=5 was held at 3 drafts by the knee at batch 64 / 1024-token prompts, where vLLM's
-# K=5 was the best configuration).
+# its K (`policy_step_budget`; `FixedDraftLength` says why).
 KNEE_TOKENS = DEFAULT_VERIFY_KNEE_TOKENS
 
 
