@@ -501,7 +501,7 @@ def test_fixed_ignores_the_knee_and_bass_stops_at_it():
 @pytest.mark.parametrize("policy, drafts", [("fixed", 5), ("bass", 3)])
 def test_fixed_k_is_not_cut_at_the_knee(async_scheduling, policy, drafts):
     """Batch 64 under a 512-token graph: fixed K=5 verifies 5 drafts a request (the knee
-    cut it to (256 - 64) / 64 = 3 before session 32); bass at K=5 stays within the knee."""
+    cut it to (256 - 64) / 64 = 3 before session 33); bass at K=5 stays within the knee."""
     sched = _scheduler(async_scheduling, draft_length_policy=policy, num_speculative_tokens=5,
                        initial_draft_length=5, auto_off=False, max_num_seqs=64)
     sched.bass_token_budget = 512

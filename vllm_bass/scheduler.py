@@ -143,7 +143,7 @@ def policy_step_budget(policy, capture_budget: int | None, batch: int,
     (`step_token_budget`) where the policy stops at it (`stops_at_knee`: bass, and
     per_request until the scheduler prices the knee); else the largest graph's room, never
     below the large-batch floor (`priced_step_budget`): fixed drafts its K like vLLM's."""
-    if getattr(policy, "stops_at_knee", True):
+    if policy.stops_at_knee:
         return step_token_budget(capture_budget, batch, knee)
     return priced_step_budget(capture_budget, batch, knee)
 
