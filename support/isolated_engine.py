@@ -59,17 +59,19 @@ def engine_env() -> dict:
 
 def run_engine(engine_kwargs: dict, jobs: list[dict], metrics: bool = False,
                timeout: float = 1800, log_path: str | None = None,
-               memory: bool = False, worker_rpc: list[str] | None = None) -> dict:
+               memory: bool = False, worker_rpc: list[str] | None = None,
+               env: dict[str, str] | None = None) -> dict:
     """`memory`: each job's result carries `rss_bytes`, the resident memory of the engine
     process tree after it. `worker_rpc`: worker methods called after the last job
-    (`LLM.collective_rpc`); the result's "worker_rpc" maps each to its workers' answers."""
+    (`LLM.collective_rpc`); the result's "worker_rpc" maps each to its workers' answers.
+    `env`: variables set for the child on top of `engine_env()`."""
     with tempfile.TemporaryDirectory() as tmp:
         spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "out.json")
         spec_path.write_text(json.dumps({"engine": engine_kwargs, "jobs": jobs,
                                          "metrics": metrics, "memory": memory,
                                          "worker_rpc": worker_rpc or []}))
         proc = subprocess.run([sys.executable, "-m", "support.isolated_engine", str(spec_path),
-                               str(out_path)], cwd=REPO, env=engine_env(),
+                               str(out_path)], cwd=REPO, env={**engine_env(), **(env or {})},
                               capture_output=True, text=True, timeout=timeout)
         if log_path:
             Path(log_path).write_text(proc.stdout + "\n" + proc.stderr)

@@ -6,8 +6,11 @@ setting) from the plain engine and from BASS; at each generated position past th
 compared with a two-sample chi-square test. BASS samples each setting twice: unseeded (exact
 rejection sampling) and with a different seed per request (the position-keyed coupling over
 1500 seeds). Rejection threshold p < 1e-3 per comparison (8 tests of 3 positions). Seeds
-are fixed, so a run is deterministic; an inexact sampler shifts these marginals and fails
-(vLLM 0.27.1's own CPU draft-model path does, grossly).
+are fixed and the engine core runs in-process, so a run is deterministic; an inexact sampler
+shifts these marginals and fails (vLLM 0.27.1's own CPU draft-model path does, grossly).
+In-process because with the core in its own process the first steps batch whichever requests
+have arrived, so the unseeded draws, and their p-values, were a fresh draw every run (a CI
+run failed at p = 9.4e-4 where 18,000 pooled samples of the same path showed no bias).
 Also: a seeded request gives the same tokens twice through BASS.
 """
 
@@ -38,13 +41,16 @@ def _jobs(unseeded: bool = False):
     return sampled + repro + (plain if unseeded else [])
 
 
+IN_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # every request queued before step 1
+
+
 def _engine(**kw):
     return base_engine_kwargs(max_num_seqs=64, max_model_len=256, seed=1, **kw)
 
 
 @pytest.fixture(scope="module")
 def plain():
-    return run_engine(_engine(), _jobs())
+    return run_engine(_engine(), _jobs(), env=IN_PROCESS)
 
 
 @pytest.fixture(scope="module", params=["probabilistic", "greedy"])
@@ -54,7 +60,7 @@ def bass(request):
         _engine(speculative_config=bass_spec(num_speculative_tokens=4,
                                              draft_length_policy="fixed", auto_off=False,
                                              draft_sample_method=request.param)),
-        _jobs(unseeded=True), metrics=True)
+        _jobs(unseeded=True), metrics=True, env=IN_PROCESS)
 
 
 def two_sample_pvalue(a: list[int], b: list[int]) -> float:
