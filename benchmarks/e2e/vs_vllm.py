@@ -221,6 +221,19 @@ def timed_repeats(repeats: int, warm_seconds: float, min_seconds: float) -> int:
 
 
 # ---------------------------------------------------------------------------------- child
+def compiled_kernels() -> collections.Counter:
+    """Triton kernels compiled so far by this engine (its own cache folder), by name: those
+    after start-up say what start-up compiled; a name that appears during the timed
+    repeats is a JIT stall inside the timing."""
+    folder = os.environ.get("TRITON_CACHE_DIR")
+    names = collections.Counter()
+    if folder and os.path.isdir(folder):
+        for entry in Path(folder).glob("*/*.json"):
+            if not entry.name.startswith("__grp__"):
+                names[entry.stem] += 1
+    return names
+
+
 def _child(spec_path: str, out_path: str) -> None:
     import random
 
@@ -234,6 +247,7 @@ def _child(spec_path: str, out_path: str) -> None:
     t0 = time.perf_counter()
     llm = LLM(**spec["engine"])
     startup = time.perf_counter() - t0
+    startup_kernels = dict(compiled_kernels())
     speculative = "speculative_config" in spec["engine"]
     rng = random.Random(0)
     n_tokens, prompt_len = spec["max_tokens"], spec["prompt_len"]
@@ -253,17 +267,6 @@ def _child(spec_path: str, out_path: str) -> None:
             "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
             "vllm:spec_decode_num_accepted_tokens")} | {
             f"steps_{s}": metric(m, "vllm:bass_steps", speculation=s) for s in ("on", "off")}
-
-    def compiled_kernels() -> collections.Counter:
-        """Triton kernels compiled so far by this engine (its own cache folder): a name
-        that appears during the timed repeats is a JIT stall inside the timing."""
-        folder = os.environ.get("TRITON_CACHE_DIR")
-        names = collections.Counter()
-        if folder and os.path.isdir(folder):
-            for entry in Path(folder).glob("*/*.json"):
-                if not entry.name.startswith("__grp__"):
-                    names[entry.stem] += 1
-        return names
 
     for acceptance in spec["acceptance"]:
         groups = acceptance_groups(acceptance) if speculative else [None]
@@ -327,8 +330,10 @@ def _child(spec_path: str, out_path: str) -> None:
             print(f"  {spec['system']} {spec['draft']} alpha={acceptance} batch={batch}: "
                   f"{rows[-1]['ms_per_token']:.2f} ms/token", flush=True)
             # after every setting: a run cut by the parent's timeout keeps what it measured
-            Path(out_path).write_text(json.dumps({"rows": rows, "startup_s": startup}))
-    Path(out_path).write_text(json.dumps({"rows": rows, "startup_s": startup}))
+            Path(out_path).write_text(json.dumps({"rows": rows, "startup_s": startup,
+                                                  "startup_kernels": startup_kernels}))
+    Path(out_path).write_text(json.dumps({"rows": rows, "startup_s": startup,
+                                          "startup_kernels": startup_kernels}))
 
 
 # The continuous workload: this many requests per slot of concurrency, submitted so that
@@ -709,9 +714,13 @@ def main() -> None:
                     t0 = time.perf_counter()
                     res = run_system(system, draft if draft != "-" else "4x1024", folders,
                                      args, log_dir)
+                    kernels = res.get("startup_kernels") or {}
                     for r in res["rows"]:
                         r.update(system=system, draft=draft,
-                                 startup_s=res.get("startup_s"))
+                                 startup_s=res.get("startup_s"),
+                                 startup_triton_compiles=sum(kernels.values()))
+                    if kernels:  # Triton compiles of the engine's start-up, by kernel
+                        data.setdefault("startup_kernels", {})[f"{system}/{draft}"] = kernels
                     data["rows"] = [r for r in data["rows"] if not (
                         r["system"] == system and r["draft"] == draft
                         and (r["acceptance"], r["batch"]) in {
@@ -719,7 +728,8 @@ def main() -> None:
                     data["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                     path.write_text(json.dumps(data, indent=1))
                     print(f"{system} {draft}: {time.perf_counter() - t0:.0f} s "
-                          f"(start-up {res.get('startup_s') or 0:.0f} s)", flush=True)
+                          f"(start-up {res.get('startup_s') or 0:.0f} s, "
+                          f"{sum(kernels.values())} Triton compiles)", flush=True)
     report(data, out)
     print(out.with_suffix(".md").read_text())
 
