@@ -32,6 +32,10 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
     "VLLM_BASS_UNSPECIALIZE_DRAFT_KERNELS": (
         "1", "0: keep Triton's integer/alignment specialisation of vLLM's drafter kernels "
              "(JIT stalls of 100-250 ms as draft lengths vary)"),
+    "VLLM_BASS_PRECOMPILE_THREADS": (
+        "auto", "threads compiling our attention kernels for the CUDA graphs before their "
+                "capture (auto: half the CPUs, at most 8; 0: each compiles when the capture "
+                "meets it)"),
     "VLLM_BASS_FIRST_PASS_GRAPHS": (
         "1", "0: the drafter's first pass runs as vLLM runs it (piecewise graphs), not as "
              "BASS's full CUDA graphs (A/B measurements)"),

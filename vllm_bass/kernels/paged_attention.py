@@ -27,8 +27,10 @@ up to max_model_len) and the launch serves every batch the graph replays.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
+from typing import Any, Iterator
 
 import torch
 
@@ -175,3 +177,43 @@ def paged_attention(
         scale, max_query_len, max_seq_len, plan.num_splits, plan.tiles, workspace, check,
         plan.any_batch, plan.min_split_keys, plan.split_programs,
     )
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """One launch of a Triton kernel as the launchers above make it."""
+    kernel: Any  # the @triton.jit function
+    grid: tuple
+    args: tuple
+    meta: dict
+
+
+class _Recorder:
+    def __init__(self, kernel, launches: list[KernelLaunch]):
+        self.kernel, self.launches = kernel, launches
+
+    def __getitem__(self, grid):
+        def record(*args, **meta):
+            self.launches.append(KernelLaunch(self.kernel, tuple(grid), args, meta))
+        return record
+
+
+@contextlib.contextmanager
+def recording_launches() -> Iterator[list[KernelLaunch]]:
+    """Inside, the PAD, SPLIT and reduction launches are recorded, not run (no kernel
+    touches the GPU): what a step would launch, for compiling it ahead
+    (`vllm_bass.attention.precompile`). Not thread-safe: for start-up, before any step."""
+    from vllm_bass.kernels import paged_attention_pad as pad
+    from vllm_bass.kernels import paged_attention_split as split
+
+    launches: list[KernelLaunch] = []
+    saved = [(module, name, getattr(module, name)) for module, name in (
+        (pad, "_paged_attention_pad_kernel"), (split, "_paged_attention_split_kernel"),
+        (split, "_split_reduce_kernel"))]
+    for module, name, kernel in saved:
+        setattr(module, name, _Recorder(kernel, launches))
+    try:
+        yield launches
+    finally:
+        for module, name, kernel in saved:
+            setattr(module, name, kernel)

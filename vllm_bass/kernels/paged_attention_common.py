@@ -118,6 +118,15 @@ def attend_kv_range(
 
 
 # requests a program of an ANY_BATCH grid reads per vector load of the query offsets
+# Arguments that follow the batch (request counts, query tiles, splits): Triton would
+# specialise each on == 1 and on divisibility by 16 and compile another binary for every new
+# combination (1.5-2 s for these kernels, sm_90), at graph capture and in any eager step
+# that meets a new one (session 31: a PAD compile inside a timed batch-256 repeat). They
+# only index tiles and bound loops; strides and head counts, fixed per model, keep theirs.
+PAD_BATCH_ARGS = ("num_q_tiles", "num_seqs")
+SPLIT_BATCH_ARGS = PAD_BATCH_ARGS + ("num_splits", "min_split_keys", "split_programs")
+REDUCE_BATCH_ARGS = ("batch", "num_splits")
+
 SEQ_CHUNK = tl.constexpr(128)
 
 

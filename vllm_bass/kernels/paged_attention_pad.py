@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from vllm_bass.kernels.paged_attention_common import (
+    PAD_BATCH_ARGS,
     AttnTiles,
     attend_kv_range,
     cdiv,
@@ -35,7 +36,7 @@ from vllm_bass.kernels.paged_attention_common import (
 reference = paged_attention_ref
 
 
-@triton.jit
+@triton.jit(do_not_specialize=PAD_BATCH_ARGS)
 def _paged_attention_pad_kernel(
     q_ptr,
     k_cache_ptr,

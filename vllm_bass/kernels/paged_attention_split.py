@@ -28,6 +28,8 @@ import triton
 import triton.language as tl
 
 from vllm_bass.kernels.paged_attention_common import (
+    REDUCE_BATCH_ARGS,
+    SPLIT_BATCH_ARGS,
     AttnTiles,
     attend_kv_range,
     cdiv,
@@ -50,7 +52,7 @@ reference = paged_attention_ref
 MAX_SPLITS = 64
 
 
-@triton.jit
+@triton.jit(do_not_specialize=SPLIT_BATCH_ARGS)
 def _paged_attention_split_kernel(
     q_ptr,
     k_cache_ptr,
@@ -161,7 +163,7 @@ def _paged_attention_split_kernel(
         tl.store(part_ml_ptr + ml_plane + part_row, l_i, mask=row_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=REDUCE_BATCH_ARGS)
 def _split_reduce_kernel(
     ws_ptr,
     out_ptr,

@@ -45,6 +45,7 @@ TOPK_TOPP = "vllm.v1.sample.ops.topk_topp_sampler.TopKTopPSampler"
 KEYED = "vLLM samples seeded requests keyed by position"
 WORKER = "vllm.v1.worker.gpu_worker.Worker"
 UPSTREAM = "vLLM exposes the hook upstream"
+PRECOMPILE_UNTIL = "vLLM compiles a backend's kernels for its graphs ahead (or in parallel)"
 
 _FIXED: tuple[Surface, ...] = (
     # scheduler side
@@ -96,6 +97,28 @@ _FIXED: tuple[Surface, ...] = (
     Surface(f"{DRAFTER}.draft_attn_groups", "private", "vllm_bass.worker.drafter.draft_graphs",
             "the draft's attention builders: a captured first pass plans for any batch on our "
             "backend (`build_for_cudagraph_capture`)", "vLLM captures the drafter's first pass"),
+    # compiling our attention for the graphs ahead of their capture (attention.precompile)
+    Surface(f"{RUNNER}.attn_groups", "private", "vllm_bass.attention.precompile",
+            "the target's attention builders: their graph plans are compiled before capture",
+            PRECOMPILE_UNTIL),
+    Surface("vllm.v1.worker.utils.AttentionGroup.get_metadata_builder", "private",
+            "vllm_bass.attention.precompile", "a group's builder, to replay its plans",
+            PRECOMPILE_UNTIL),
+    Surface("vllm.v1.worker.utils.AttentionGroup.layer_names", "private",
+            "vllm_bass.attention.precompile", "tell the draft's layers from the target's",
+            PRECOMPILE_UNTIL),
+    Surface("vllm.v1.worker.utils.AttentionGroup.kv_cache_group_id", "private",
+            "vllm_bass.attention.precompile", "the group's block table (its row stride is "
+            "specialised on)", PRECOMPILE_UNTIL),
+    Surface("vllm.v1.worker.block_table.BlockTable.get_device_tensor", "private",
+            "vllm_bass.attention.precompile", "the block table the graphs' launches read",
+            PRECOMPILE_UNTIL),
+    Surface("vllm.model_executor.layers.attention.attention.Attention.kv_cache", "private",
+            "vllm_bass.attention.precompile", "a layer's bound KV cache (its strides are "
+            "specialised on)", PRECOMPILE_UNTIL),
+    Surface("triton.runtime._async_compile.AsyncCompileMode", "private",
+            "vllm_bass.attention.precompile", "Triton's parallel compiles (warmup on a pool)",
+            "Triton makes parallel warm-up public"),
     Surface("vllm.vllm_flash_attn.flash_attn_varlen_func", "private",
             "vllm_bass.attention.backend",
             "prefill steps (64+ token queries) on FA3 over our cache views; our kernels ran "
@@ -241,9 +264,10 @@ def _split(symbol: str) -> tuple[str, str]:
 
 
 def _mentions_attribute(cls, name: str) -> bool:
-    """The class (or a base) defines `name` or assigns `self.name` somewhere in its source."""
+    """The class (or a base) defines or declares `name` (a dataclass field) or assigns
+    `self.name` somewhere in its source."""
     for klass in cls.__mro__:
-        if name in vars(klass):
+        if name in vars(klass) or name in vars(klass).get("__annotations__", {}):
             return True
         try:
             if f"self.{name}" in inspect.getsource(klass):

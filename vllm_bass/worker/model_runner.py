@@ -176,7 +176,11 @@ class BassModelRunnerMixin:
     def capture_model(self) -> int:
         """vLLM's graphs, then the drafter's one-token steps (`draft_graphs`) for every
         captured size up to the most requests a step holds, and its first pass
-        (`first_pass_graphs`) for every captured token count."""
+        (`first_pass_graphs`) for every captured token count; our attention's binaries for
+        all of them compiled first, in parallel (`attention.precompile`)."""
+        from vllm_bass.attention.precompile import precompile_for_capture, report_capture_misses
+
+        precompiled = precompile_for_capture(self)  # our attention's binaries, in parallel
         size = super().capture_model()
         drafter = getattr(self, "drafter", None)
         sizes = list(self.compilation_config.cudagraph_capture_sizes or ())
@@ -186,6 +190,7 @@ class BassModelRunnerMixin:
             first = getattr(drafter, "bass_first_pass_graphs", None)
             if first is not None and first.use_graphs:
                 first.capture(sizes)
+        report_capture_misses(precompiled, self.device)
         return size
 
     def execute_model(self, scheduler_output, *args, **kwargs):

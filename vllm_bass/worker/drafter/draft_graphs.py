@@ -145,18 +145,22 @@ class DraftStepGraphs:
         torch.argmax(logits, dim=-1, out=self.tokens[:rows])
 
     # -- capture --------------------------------------------------------------------------
+    def sizes_to_capture(self, sizes: list[int]) -> list[int]:
+        """The batch sizes `capture` captures for vLLM's capture sizes, largest first."""
+        wanted = {s for s in sizes if 0 < s <= self.max_rows}
+        if sizes and max(sizes) > self.max_rows:
+            # the batches between the largest size that fits and max_num_seqs (BASS's
+            # sizes are multiples of 1 + K: with K=4 and 8 sequences, batches 6-8 had none)
+            wanted.add(self.max_rows)
+        return sorted(wanted, reverse=True)
+
     def capture(self, sizes: list[int]) -> None:
         """One graph per size, largest first (the smaller ones reuse its memory pool)."""
         from vllm.distributed.parallel_state import graph_capture
 
         d = self.drafter
         self._ensure_block_table(0)
-        wanted = {s for s in sizes if 0 < s <= self.max_rows}
-        if sizes and max(sizes) > self.max_rows:
-            # the batches between the largest size that fits and max_num_seqs (BASS's
-            # sizes are multiples of 1 + K: with K=4 and 8 sequences, batches 6-8 had none)
-            wanted.add(self.max_rows)
-        sizes = sorted(wanted, reverse=True)
+        sizes = self.sizes_to_capture(sizes)
         if not sizes:
             return
         from vllm.platforms import current_platform

@@ -173,6 +173,11 @@ class FirstPassGraphs:
         self.steps.store_logits(d.model.compute_logits(hidden[self.sample_rows[:rows]]), rows)
 
     # -- capture ------------------------------------------------------------------------------
+    def sizes_to_capture(self, sizes: list[int]) -> list[int]:
+        """The token counts `capture` captures for vLLM's capture sizes, largest first (each
+        with `rows_for(tokens, max_rows)` rows)."""
+        return sorted({s for s in sizes if 2 <= s <= self.max_tokens}, reverse=True)
+
     def capture(self, sizes: list[int]) -> None:
         """One graph per token count, largest first (smaller ones reuse its memory pool).
         Captured with no request (every slot -1: nothing is written to the KV cache); the
@@ -187,7 +192,7 @@ class FirstPassGraphs:
             self.use_graphs, self.max_query_len = False, 0
             return
         self.steps._ensure_block_table(0)
-        sizes = sorted({s for s in sizes if 2 <= s <= self.max_tokens}, reverse=True)
+        sizes = self.sizes_to_capture(sizes)
         if not sizes:
             return
         pool = current_platform.get_global_graph_pool()

@@ -1,0 +1,247 @@
+"""Compiling our attention for the CUDA graphs ahead of their capture (`attention.precompile`):
+the batches it replays are the ones the captures build, each graph is planned as its
+capture plans it, the batch counts no longer split a plan into several binaries, and the
+compiles go to Triton's AsyncCompileMode without ever failing the engine.
+
+The compiles themselves need a GPU (Triton's warmup binds to the active driver); here the
+kernels are fakes, and the specialisation keys come from Triton's own `specialize_impl` in a
+subprocess without the interpreter (the kernel tests turn it on for this process)."""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.cpu
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _builder(heads, kv_heads, head_size=128, drafts=4, max_model_len=4096, device="cpu"):
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    from vllm_bass.attention.backend import BassAttentionMetadataBuilder
+
+    config = SimpleNamespace(
+        model_config=SimpleNamespace(get_num_attention_heads=lambda p: heads,
+                                     get_num_kv_heads=lambda p: kv_heads,
+                                     max_model_len=max_model_len),
+        parallel_config=SimpleNamespace(),
+        compilation_config=SimpleNamespace(static_forward_context={}),
+        speculative_config=SimpleNamespace(num_speculative_tokens=drafts))
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=kv_heads, head_size=head_size,
+                             dtype=torch.bfloat16)
+    builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"], config, torch.device(device))
+    builder._sms = 132  # an H100's, for the plans (CPU has none)
+    return builder
+
+
+def _kv_cache(kv_heads, head_size=128, blocks=4):
+    """A layer's cache as vLLM allocates it for our backend under the NHD layout: logical
+    (B, H, N, 2*hs) over a physical (B, N, H, 2*hs) buffer."""
+    return torch.empty(blocks, 16, kv_heads, 2 * head_size, dtype=torch.bfloat16).permute(
+        0, 2, 1, 3)
+
+
+def _runner(keys, max_num_seqs, full_max_query_len):
+    from vllm.config import CUDAGraphMode
+
+    return SimpleNamespace(
+        cudagraph_dispatcher=SimpleNamespace(cudagraph_keys={CUDAGraphMode.FULL: keys},
+                                             full_max_query_len=full_max_query_len),
+        scheduler_config=SimpleNamespace(max_num_seqs=max_num_seqs),
+        uniform_decode_query_len=1)
+
+
+def test_target_graph_batches_are_vllms_dummy_batches():
+    from vllm.forward_context import BatchDescriptor
+
+    from vllm_bass.attention.precompile import GraphBatch, target_graph_batches
+
+    keys = [BatchDescriptor(num_tokens=t, uniform=True) for t in (1, 2, 8)] + [
+        BatchDescriptor(num_tokens=t, uniform=False) for t in (8, 16, 40)]
+    got = set(target_graph_batches(_runner(keys, 8, 5)))
+    # uniform decode: one token a request; verification-shaped: requests of 1 + K = 5 tokens
+    # (vLLM's uniform dummy run: ceil(T / 5) requests, the last one shorter)
+    assert got == {GraphBatch(1, 1, 1, 1, True, True), GraphBatch(2, 2, 1, 1, True, True),
+                   GraphBatch(8, 8, 1, 1, True, True), GraphBatch(2, 8, 5, 1, True, False),
+                   GraphBatch(4, 16, 5, 1, True, False), GraphBatch(8, 40, 5, 1, True, False)}
+    # without BASS's verification graphs: vLLM's mixed dummy batch (query = the batch)
+    plain = target_graph_batches(_runner([BatchDescriptor(num_tokens=40)], 8, None))
+    assert plain == [GraphBatch(8, 40, 40, 1, True, False)]
+
+
+def test_draft_graph_batches_are_the_drafters_captures():
+    from vllm_bass.attention.precompile import GraphBatch, draft_graph_batches
+    from vllm_bass.worker.drafter.draft_graphs import DraftStepGraphs
+    from vllm_bass.worker.drafter.first_pass_graphs import FirstPassGraphs
+
+    steps = DraftStepGraphs.__new__(DraftStepGraphs)
+    steps.max_rows, steps.use_graphs = 6, True
+    first = FirstPassGraphs.__new__(FirstPassGraphs)
+    first.max_rows, first.max_tokens, first.max_query_len, first.use_graphs = 6, 24, 6, True
+    first.graphs_supported = lambda: True
+    drafter = SimpleNamespace(bass_step_graphs=steps, bass_first_pass_graphs=first,
+                              max_model_len=512)
+    got = draft_graph_batches(drafter, [1, 2, 4, 8, 16, 24, 32])
+    # step graphs: the sizes up to 6 rows, and 6 (the batches between 4 and max_num_seqs)
+    assert [b for b in got if not b.for_capture] == [
+        GraphBatch(r, r, 1, 512, False, True) for r in (6, 4, 2, 1)]
+    # first pass: token counts 2..24, rows_for(tokens) rows, queries up to 6 tokens
+    assert [b for b in got if b.for_capture] == [
+        GraphBatch(min(t // 2, 6), t, 6, 512, True, False) for t in (24, 16, 8, 4, 2)]
+    first.use_graphs = False
+    assert all(not b.for_capture for b in draft_graph_batches(drafter, [1, 2, 4]))
+    steps.use_graphs = False
+    assert draft_graph_batches(drafter, [1, 2, 4]) == []
+
+
+def test_replay_plans_each_graph_as_its_capture_does():
+    """GQA (group 4): a uniform decode graph gets 16-row tiles (one token x 4 heads), a
+    verification graph planned for 1 + K = 5 tokens 32-row ones; the replay launches what
+    the capture would, and leaves the builder's captured plans alone."""
+    from vllm_bass.attention.precompile import GraphBatch, replay_launches
+
+    builder = _builder(32, 8, drafts=4)
+    table = torch.zeros(64, 256, dtype=torch.int32)
+    batches = [GraphBatch(t, t, 1, 1, True, True) for t in (1, 8, 64)] + [
+        GraphBatch(-(-t // 5), t, 5, 1, True, False) for t in (5, 40, 320)]
+    launches = replay_launches(builder, batches, table, _kv_cache(8), torch.device("cpu"))
+    assert builder._captured_plans == []
+    attention = [x for x in launches if x.kernel.fn.__name__ != "_split_reduce_kernel"]
+    assert len(attention) == len(batches), "one attention launch a graph"
+    assert [x.meta["BLOCK_M"] for x in attention] == [16] * 3 + [32] * 3
+    assert all(x.meta["ANY_BATCH"] for x in attention), "captured launches serve any batch"
+    splits = sum(x.kernel.fn.__name__ == "_paged_attention_split_kernel" for x in attention)
+    reduces = sum(x.kernel.fn.__name__ == "_split_reduce_kernel" for x in launches)
+    assert splits >= 1 and reduces == splits, "every SPLIT launch brings its reduction"
+    # the same graphs built directly through the capture path: the same plans
+    for batch, launch in zip(batches, attention):
+        from vllm_bass.attention import capturing_uniform_batch
+
+        token = capturing_uniform_batch.set(batch.uniform)
+        try:
+            cm = SimpleNamespace(num_reqs=batch.num_reqs, num_actual_tokens=batch.num_tokens,
+                                 max_query_len=batch.max_query_len, max_seq_len=1,
+                                 query_start_loc=torch.zeros(batch.num_reqs + 1,
+                                                             dtype=torch.int32),
+                                 seq_lens=torch.ones(batch.num_reqs, dtype=torch.int32),
+                                 block_table_tensor=table[:batch.num_reqs],
+                                 slot_mapping=torch.zeros(batch.num_tokens, dtype=torch.int64))
+            plan = builder.build_for_cudagraph_capture(cm).plan
+        finally:
+            capturing_uniform_batch.reset(token)
+        assert launch.meta["BLOCK_M"] == plan.tiles.block_m
+        assert (launch.kernel.fn.__name__ == "_paged_attention_split_kernel") == (
+            plan.strategy == "split")
+
+
+def test_draft_step_graphs_replay_through_the_drafting_build():
+    """The draft step graphs are built by `build_for_drafting` (plans for exactly their
+    rows, not any batch): their launches are not ANY_BATCH ones."""
+    from vllm_bass.attention.precompile import GraphBatch, replay_launches
+
+    launches = replay_launches(_builder(16, 16, 64), [GraphBatch(4, 4, 1, 512, False, True)],
+                               torch.zeros(8, 32, dtype=torch.int32), _kv_cache(16, 64),
+                               torch.device("cpu"))
+    attention = [x for x in launches if x.kernel.fn.__name__ != "_split_reduce_kernel"]
+    assert len(attention) == 1 and not attention[0].meta["ANY_BATCH"]
+
+
+class _FakeKernel:
+    def __init__(self, fails=False):
+        self.calls, self.fails = [], fails
+        self.fn = SimpleNamespace(__name__="fake")
+
+    def warmup(self, *args, grid, **meta):
+        from triton.runtime import _async_compile
+
+        self.calls.append((args, grid, meta, _async_compile.active_mode.get() is not None))
+        if self.fails:
+            raise RuntimeError("no compiler here")
+
+
+def test_compile_launches_warms_every_launch_in_async_compile_mode():
+    from vllm_bass.attention.precompile import compile_launches
+    from vllm_bass.kernels.paged_attention import KernelLaunch
+
+    good, bad = _FakeKernel(), _FakeKernel(fails=True)
+    launches = [KernelLaunch(good, (3, 2), (1, 2), {"BLOCK_M": 16}),
+                KernelLaunch(bad, (1,), (), {}), KernelLaunch(good, (5,), (7,), {"PDL": True})]
+    result = compile_launches(launches, torch.device("cpu"), threads=2)
+    assert result["launches"] == 3 and result["errors"] == 1, result
+    assert [(args, grid, meta) for args, grid, meta, _ in good.calls] == [
+        ((1, 2), (3, 2), {"BLOCK_M": 16}), ((7,), (5,), {"PDL": True})]
+    assert all(in_mode for *_, in_mode in good.calls + bad.calls), "compiles go async"
+
+
+def test_precompile_threads_and_when_it_runs(monkeypatch):
+    from vllm_bass.attention import precompile
+
+    monkeypatch.setenv("VLLM_BASS_PRECOMPILE_THREADS", "3")
+    assert precompile.precompile_threads() == 3
+    monkeypatch.setenv("VLLM_BASS_PRECOMPILE_THREADS", "auto")
+    assert 1 <= precompile.precompile_threads() <= 8
+    assert precompile.precompile_for_capture(SimpleNamespace(device="cpu")) is None
+    monkeypatch.setenv("VLLM_BASS_PRECOMPILE_THREADS", "0")
+    assert precompile.precompile_for_capture(SimpleNamespace(device="cuda:0")) is None
+    assert precompile.report_capture_misses(None, "cpu") is None
+
+
+def distinct_binaries() -> dict[str, tuple[int, int]]:
+    """Per kernel, over every FULL graph a 7B-shape BASS target captures (max_num_seqs 256,
+    K = 4): (Triton cache keys, distinct constexpr sets) of the replayed launches. Keys come
+    from Triton's own specialisation of each argument, as its launcher computes them."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+    from vllm.forward_context import BatchDescriptor
+
+    from vllm_bass.attention.precompile import replay_launches, target_graph_batches
+    from vllm_bass.engine_config import bass_capture_sizes
+
+    sizes = bass_capture_sizes(256, 4096)
+    keys = [BatchDescriptor(num_tokens=t, uniform=True) for t in sizes if t <= 256] + [
+        BatchDescriptor(num_tokens=t, uniform=False) for t in sizes if t <= 256 * 5]
+    batches = target_graph_batches(_runner(keys, 256, 5))
+    launches = replay_launches(_builder(32, 32), batches,
+                               torch.zeros(256, 256, dtype=torch.int32), _kv_cache(32),
+                               torch.device("cpu"))
+    found = collections.defaultdict(lambda: (set(), set()))
+    for launch in launches:
+        params = [p for p in launch.kernel.params if not p.is_constexpr]
+        spec = tuple(
+            (str(a.dtype),) if isinstance(a, torch.Tensor) else native_specialize_impl(
+                BaseBackend, a, False, not p.do_not_specialize,
+                not p.do_not_specialize_on_alignment)
+            for p, a in zip(params, launch.args))
+        meta = tuple(sorted((k, str(v)) for k, v in launch.meta.items()))
+        cache_keys, metas = found[launch.kernel.fn.__name__]
+        cache_keys.add((spec, meta))
+        metas.add(meta)
+    return {name: (len(k), len(m)) for name, (k, m) in found.items()}
+
+
+def test_batch_counts_do_not_split_a_plan_into_binaries():
+    """Request counts, query tiles and split counts vary from graph to graph; specialised,
+    each new ==1 / multiple-of-16 combination was another 1.5-2 s compile (3 PAD binaries
+    for 2 plans before session 34)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    run = subprocess.run([sys.executable, __file__], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    counts = eval(run.stdout.strip().splitlines()[-1])  # noqa: S307 - our own dict literal
+    assert set(counts) >= {"_paged_attention_pad_kernel", "_paged_attention_split_kernel",
+                           "_split_reduce_kernel"}, counts
+    for name, (binaries, plans) in counts.items():
+        assert binaries == plans, f"{name}: {binaries} binaries for {plans} plans"
+
+
+if __name__ == "__main__":
+    print(distinct_binaries())

@@ -1,0 +1,278 @@
+"""Compile our attention kernels for the CUDA graphs before they are captured, in parallel.
+
+Every plan a captured graph bakes in (PAD or SPLIT, tiles, split count) is its own Triton
+binary, 1.5-2 s to compile for sm_90 on one CPU core (session 34), and graph capture met
+them one at a time: BASS's start-up on a fresh H100 took 111-119 s against vLLM's 54-61 s,
+whose FA3 comes compiled (session 33). Here the metadata builders' plans for every graph
+about to be captured (the target's FULL graphs from the dispatcher's keys, the drafter's
+step and first-pass graphs from their sizes) are replayed through the real launchers with
+the launches recorded, not run (`kernels.paged_attention.recording_launches`), and each
+recorded launch becomes Triton's `warmup` (compile, no launch) inside Triton's
+AsyncCompileMode over a thread pool: the compiles overlap (most of a compile runs without
+the GIL: four took 4.0 s on two threads against 6.5 s in a row, session 34's CPU).
+
+Nothing here can fail the engine: a launch this misses compiles when the capture meets it,
+as every launch did before. `VLLM_BASS_PRECOMPILE_THREADS=0` turns it off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import torch
+
+logger = logging.getLogger("vllm.bass")
+
+
+@dataclass(frozen=True)
+class GraphBatch:
+    """The batch one captured graph's attention metadata is built from."""
+    num_reqs: int
+    num_tokens: int
+    max_query_len: int
+    max_seq_len: int
+    # built by `build_for_cudagraph_capture` (plans for any batch), else by
+    # `build_for_drafting` (the draft step graphs: plans for exactly these rows)
+    for_capture: bool
+    uniform: bool = False  # `capturing_uniform_batch` while it is built
+
+
+def uniform_dummy_reqs(num_tokens: int, query_len: int, max_num_seqs: int) -> int:
+    """Requests of vLLM's uniform dummy batch (`_dummy_run(uniform_decode=True)`)."""
+    return min(max_num_seqs, -(-num_tokens // query_len))
+
+
+def target_graph_batches(runner) -> list[GraphBatch]:
+    """The target's FULL graphs, from the dispatcher's keys: uniform decode batches (one
+    token a request) and BASS's verification-shaped mixed ones (`cuda_graphs`), as
+    `model_runner._warmup_and_capture` has vLLM's dummy run build them."""
+    from vllm.config import CUDAGraphMode
+
+    dispatcher = getattr(runner, "cudagraph_dispatcher", None)
+    keys = getattr(dispatcher, "cudagraph_keys", {}).get(CUDAGraphMode.FULL, ())
+    max_num_seqs = runner.scheduler_config.max_num_seqs
+    verification_len = getattr(dispatcher, "full_max_query_len", None)
+    batches = []
+    for desc in keys:
+        tokens = desc.num_tokens
+        if desc.uniform:
+            query_len = runner.uniform_decode_query_len
+        elif verification_len:
+            query_len = verification_len
+        else:  # vLLM's own mixed dummy batch (its max_query_len: the whole batch)
+            batches.append(GraphBatch(min(tokens, max_num_seqs), tokens, tokens, 1, True))
+            continue
+        batches.append(GraphBatch(uniform_dummy_reqs(tokens, query_len, max_num_seqs), tokens,
+                                  query_len, 1, True, bool(desc.uniform)))
+    return batches
+
+
+def draft_graph_batches(drafter, capture_sizes: list[int]) -> list[GraphBatch]:
+    """The drafter's step graphs (one token a row, `build_for_drafting`) and first-pass
+    graphs (`build_for_cudagraph_capture` over `rows_for` rows), as their `capture` builds
+    them."""
+    batches = []
+    steps = getattr(drafter, "bass_step_graphs", None)
+    if steps is None or not steps.use_graphs:
+        return batches
+    for rows in steps.sizes_to_capture(capture_sizes):
+        batches.append(GraphBatch(rows, rows, 1, drafter.max_model_len, False, True))
+    first = getattr(drafter, "bass_first_pass_graphs", None)
+    if first is not None and first.use_graphs and first.graphs_supported():
+        for tokens in first.sizes_to_capture(capture_sizes):
+            rows = first.rows_for(tokens, first.max_rows)
+            batches.append(GraphBatch(rows, tokens, first.max_query_len,
+                                      drafter.max_model_len, True, False))
+    return batches
+
+
+def replay_launches(builder, batches: list[GraphBatch], block_table: torch.Tensor,
+                    kv_cache: torch.Tensor, device: torch.device) -> list:
+    """The attention launches of `batches` on `builder`'s layers (recorded, not run):
+    the builder plans each batch as the capture will, and the launcher turns the plan into
+    launches. `block_table` and `kv_cache` (one layer's) are the ones the graphs read: their
+    strides are specialised on; q is a slice of a packed QKV row, as a model's is."""
+    from vllm_bass.attention import capturing_uniform_batch
+    from vllm_bass.attention.backend import split_kv_cache
+    from vllm_bass.kernels import paged_attention
+
+    heads, kv_heads, head_size = builder.num_heads_q, builder.num_heads_kv, builder.head_size
+    dtype = builder.dtype
+    most_tokens = max((b.num_tokens for b in batches), default=0)
+    most_reqs = max((b.num_reqs for b in batches), default=0)
+    if not most_tokens or block_table.shape[0] < most_reqs:
+        return []
+    qkv = torch.empty(most_tokens, (heads + 2 * kv_heads) * head_size, dtype=dtype,
+                      device=device)
+    out = torch.empty(most_tokens, heads, head_size, dtype=dtype, device=device)
+    key_cache, value_cache = split_kv_cache(kv_cache, head_size)
+    query_start_loc = torch.zeros(most_reqs + 1, dtype=torch.int32, device=device)
+    seq_lens = torch.ones(most_reqs, dtype=torch.int32, device=device)
+    slot_mapping = torch.zeros(most_tokens, dtype=torch.int64, device=device)
+    kept = len(getattr(builder, "_captured_plans", ()))
+    launches = []
+    try:
+        with paged_attention.recording_launches() as recorded:
+            for b in batches:
+                cm = SimpleNamespace(
+                    num_reqs=b.num_reqs, num_actual_tokens=b.num_tokens,
+                    max_query_len=b.max_query_len, max_seq_len=b.max_seq_len,
+                    query_start_loc=query_start_loc[:b.num_reqs + 1],
+                    seq_lens=seq_lens[:b.num_reqs],
+                    block_table_tensor=block_table[:b.num_reqs],
+                    slot_mapping=slot_mapping[:b.num_tokens])
+                token = capturing_uniform_batch.set(b.uniform)
+                try:
+                    md = (builder.build_for_cudagraph_capture(cm) if b.for_capture
+                          else builder.build_for_drafting(common_attn_metadata=cm,
+                                                          draft_index=1))
+                finally:
+                    capturing_uniform_batch.reset(token)
+                plan, workspace = md.plan_for(heads, kv_heads, head_size, dtype)
+                n = md.num_actual_tokens
+                paged_attention.paged_attention(
+                    qkv[:n, :heads * head_size].view(n, heads, head_size), key_cache,
+                    value_cache, out[:n], md.query_start_loc, md.seq_lens, md.block_table,
+                    head_size ** -0.5, md.max_query_len, md.plan_seq_len or md.max_seq_len,
+                    plan=plan, workspace=workspace, check=False)
+            launches = list(recorded)
+    finally:
+        if hasattr(builder, "_captured_plans"):  # the replay's plans hold no graph
+            del builder._captured_plans[kept:]
+    return launches
+
+
+def compile_launches(launches: list, device: torch.device, threads: int) -> dict:
+    """Compile (Triton `warmup`: no launch) every launch's binary, `threads` at a time
+    where Triton has AsyncCompileMode. Returns counts and seconds; raises nothing."""
+    start = time.perf_counter()
+    kernels = {id(launch.kernel): launch.kernel for launch in launches}
+    before = _compiled(kernels.values(), device)
+    errors = 0
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:  # an older Triton: the capture compiles them, as before
+        return {"launches": len(launches), "compiled": 0, "seconds": 0.0,
+                "skipped": "no AsyncCompileMode in this Triton"}
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:
+        on_device = (torch.cuda.device(device) if device.type == "cuda"
+                     else contextlib.nullcontext())
+        with on_device, ThreadPoolExecutor(threads, thread_name_prefix="bass-compile") as pool:
+            with AsyncCompileMode(pool):
+                for launch in launches:
+                    try:
+                        launch.kernel.warmup(*launch.args, grid=launch.grid, **launch.meta)
+                    except Exception:  # noqa: BLE001 - compiles on first use instead
+                        errors += 1
+    except Exception as exc:  # noqa: BLE001 - a failed compile shows again at capture
+        logger.warning("vllm-bass: compiling the attention kernels ahead failed (%s: %s); "
+                       "the graph capture compiles them", type(exc).__name__, exc)
+        errors += 1
+    return {"launches": len(launches), "compiled": _compiled(kernels.values(), device) - before,
+            "errors": errors, "seconds": time.perf_counter() - start}
+
+
+def _compiled(kernels, device: torch.device) -> int:
+    """Binaries in the kernels' in-memory caches for `device` (0 if Triton's layout moved)."""
+    if device.type != "cuda":
+        return 0
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    total = 0
+    for kernel in kernels:
+        with contextlib.suppress(Exception):
+            total += len(kernel.device_caches[index][0])
+    return total
+
+
+def precompile_threads() -> int:
+    """`VLLM_BASS_PRECOMPILE_THREADS`: "auto" (half the CPUs, at most 8), N, or 0 (off)."""
+    from vllm_bass import envs
+
+    value = envs.get("VLLM_BASS_PRECOMPILE_THREADS").strip().lower()
+    if value in ("", "auto"):
+        return max(1, min(8, (os.cpu_count() or 2) // 2))
+    return max(0, int(value))
+
+
+def attention_binaries(device: torch.device) -> int:
+    """Binaries of our attention kernels compiled in this process for `device`."""
+    from vllm_bass.kernels import paged_attention_pad as pad
+    from vllm_bass.kernels import paged_attention_split as split
+
+    return _compiled((pad._paged_attention_pad_kernel, split._paged_attention_split_kernel,
+                      split._split_reduce_kernel), device)
+
+
+def layer_kv_cache(runner, layer_name: str) -> torch.Tensor:
+    """The KV cache tensor bound to an attention layer (vLLM's `bind_kv_cache`)."""
+    return runner.compilation_config.static_forward_context[layer_name].kv_cache
+
+
+def precompile_for_capture(runner) -> dict | None:
+    """Compile every attention binary the target's and the drafter's graph captures will
+    launch; the runner's `capture_model` calls it before capturing. None: not run (CPU,
+    turned off, or the replay could not be planned)."""
+    threads = precompile_threads()
+    device = torch.device(getattr(runner, "device", "cpu"))
+    if threads <= 0 or device.type != "cuda":
+        return None
+    from vllm_bass.attention.backend import BassAttentionMetadataBuilder
+
+    start = time.perf_counter()
+    launches = []
+    drafter = getattr(runner, "drafter", None)
+    draft_layers = set(getattr(drafter, "_draft_attn_layer_names", None) or ())
+    try:
+        target = target_graph_batches(runner)
+        for groups in runner.attn_groups:
+            for group in groups:
+                builder = group.get_metadata_builder()
+                if (not isinstance(builder, BassAttentionMetadataBuilder)
+                        or set(group.layer_names) <= draft_layers):
+                    continue  # not ours, or the draft's layers (planned below)
+                table = runner.input_batch.block_table[group.kv_cache_group_id]
+                launches += replay_launches(
+                    builder, target,
+                    table.get_device_tensor(runner.scheduler_config.max_num_seqs),
+                    layer_kv_cache(runner, group.layer_names[0]), device)
+        sizes = list(runner.compilation_config.cudagraph_capture_sizes or ())
+        draft = draft_graph_batches(drafter, sizes) if drafter is not None else []
+        if draft:
+            steps = drafter.bass_step_graphs
+            steps._ensure_block_table(0)  # the draft graphs' own table (capture makes it)
+            for group in drafter.draft_attn_groups:
+                builder = group.get_metadata_builder()
+                if isinstance(builder, BassAttentionMetadataBuilder):
+                    launches += replay_launches(builder, draft, steps.block_table,
+                                                layer_kv_cache(runner, group.layer_names[0]),
+                                                device)
+    except Exception as exc:  # noqa: BLE001 - never fail the engine over a warm-up
+        logger.warning("vllm-bass: could not plan the attention kernels' compiles ahead "
+                       "(%s: %s); the graph capture compiles them", type(exc).__name__, exc)
+        return None
+    result = compile_launches(launches, device, threads)
+    result.update(threads=threads, total_seconds=time.perf_counter() - start,
+                  binaries_after=attention_binaries(device))
+    logger.info("vllm-bass: compiled %d attention kernel binaries for the CUDA graphs ahead "
+                "of their capture (%d launches replayed, %d threads, %d errors) in %.1f s",
+                result["compiled"], result["launches"], threads, result.get("errors", 0),
+                result["total_seconds"])
+    return result
+
+
+def report_capture_misses(result: dict | None, device) -> int | None:
+    """After the captures: log how many attention binaries they still compiled (launches
+    the replay did not foresee). None when `precompile_for_capture` did not run."""
+    if not result or "binaries_after" not in result:
+        return None
+    missed = attention_binaries(torch.device(device)) - result["binaries_after"]
+    logger.info("vllm-bass: the CUDA-graph captures compiled %d attention kernel binaries "
+                "the precompile did not foresee", missed)
+    return missed
