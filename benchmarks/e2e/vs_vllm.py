@@ -132,6 +132,9 @@ EXTRA_SYSTEMS["bass_s29fit"] = {}
 # a verified token past the knee priced at the fitted price plus the knee price, not the
 # larger of them (VLLM_BASS_KNEE_PRICE=sum, the default before session 32)
 EXTRA_SYSTEMS["bass_knee_sum"] = {}
+# our attention's graph binaries compiled as the capture meets them, one at a time
+# (VLLM_BASS_PRECOMPILE_THREADS=0, before session 34), not ahead in parallel: start-up A/B
+EXTRA_SYSTEMS["bass_noprecompile"] = {}
 # plain decoding on vLLM's V1 model runner, the one every draft_model engine (vLLM's and
 # BASS) runs on; vLLM 0.27.1 runs plain decoding of Llama on its V2 runner by default
 PLAIN_SYSTEMS = ("plain", "plain_v1")
@@ -149,6 +152,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_BASS_COST_FIT": "session29"}
     if system == "bass_knee_sum":
         return {"VLLM_BASS_KNEE_PRICE": "sum"}
+    if system == "bass_noprecompile":
+        return {"VLLM_BASS_PRECOMPILE_THREADS": "0"}
     return {"VLLM_BASS_FIRST_PASS_GRAPHS": "0"} if system.endswith(FIRST_PASS_AB) else {}
 
 
