@@ -21,6 +21,7 @@ import torch
 
 pytestmark = pytest.mark.cpu
 REPO = Path(__file__).resolve().parents[2]
+ATTENTION = ("_paged_attention_pad_kernel", "_paged_attention_split_kernel")
 
 
 def _builder(heads, kv_heads, head_size=128, drafts=4, max_model_len=4096, device="cpu"):
@@ -114,8 +115,10 @@ def test_replay_plans_each_graph_as_its_capture_does():
         GraphBatch(-(-t // 5), t, 5, 1, True, False) for t in (5, 40, 320)]
     launches = replay_launches(builder, batches, table, _kv_cache(8), torch.device("cpu"))
     assert builder._captured_plans == []
-    attention = [x for x in launches if x.kernel.fn.__name__ != "_split_reduce_kernel"]
+    attention = [x for x in launches if x.kernel.fn.__name__ in ATTENTION]
     assert len(attention) == len(batches), "one attention launch a graph"
+    writes = [x for x in launches if x.kernel.fn.__name__ == "_reshape_and_cache_kernel"]
+    assert len(writes) == 1 and writes[0].meta["HEAD_SIZE"] == 128, "the layer's KV write"
     assert [x.meta["BLOCK_M"] for x in attention] == [16] * 3 + [32] * 3
     assert all(x.meta["ANY_BATCH"] for x in attention), "captured launches serve any batch"
     splits = sum(x.kernel.fn.__name__ == "_paged_attention_split_kernel" for x in attention)
@@ -150,7 +153,7 @@ def test_draft_step_graphs_replay_through_the_drafting_build():
     launches = replay_launches(_builder(16, 16, 64), [GraphBatch(4, 4, 1, 512, False, True)],
                                torch.zeros(8, 32, dtype=torch.int32), _kv_cache(16, 64),
                                torch.device("cpu"))
-    attention = [x for x in launches if x.kernel.fn.__name__ != "_split_reduce_kernel"]
+    attention = [x for x in launches if x.kernel.fn.__name__ in ATTENTION]
     assert len(attention) == 1 and not attention[0].meta["ANY_BATCH"]
 
 
@@ -238,7 +241,7 @@ def test_batch_counts_do_not_split_a_plan_into_binaries():
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     counts = eval(run.stdout.strip().splitlines()[-1])  # noqa: S307 - our own dict literal
     assert set(counts) >= {"_paged_attention_pad_kernel", "_paged_attention_split_kernel",
-                           "_split_reduce_kernel"}, counts
+                           "_split_reduce_kernel", "_reshape_and_cache_kernel"}, counts
     for name, (binaries, plans) in counts.items():
         assert binaries == plans, f"{name}: {binaries} binaries for {plans} plans"
 

@@ -1,7 +1,7 @@
 """Compile our attention kernels for the CUDA graphs before they are captured, in parallel.
 
-Every plan a captured graph bakes in (PAD or SPLIT, tiles, split count) is its own Triton
-binary, 1.5-2 s to compile for sm_90 on one CPU core (session 34), and graph capture met
+Every plan a captured graph bakes in (PAD or SPLIT, tiles, split count; and each layer
+configuration's KV-cache write) is its own Triton binary, 1.5-2 s to compile for sm_90 on one CPU core (session 34), and graph capture met
 them one at a time: BASS's start-up on a fresh H100 took 111-119 s against vLLM's 54-61 s,
 whose FA3 comes compiled (session 33). Here the metadata builders' plans for every graph
 about to be captured (the target's FULL graphs from the dispatcher's keys, the drafter's
@@ -11,6 +11,7 @@ recorded launch becomes Triton's `warmup` (compile, no launch) inside Triton's
 AsyncCompileMode over a thread pool: the compiles overlap (most of a compile runs without
 the GIL: four took 4.0 s on two threads against 6.5 s in a row, session 34's CPU).
 
+The drafter's bookkeeping kernels (`worker.drafter.kernel_warmup`) use the same pool.
 Nothing here can fail the engine: a launch this misses compiles when the capture meets it,
 as every launch did before. `VLLM_BASS_PRECOMPILE_THREADS=0` turns it off.
 """
@@ -100,6 +101,7 @@ def replay_launches(builder, batches: list[GraphBatch], block_table: torch.Tenso
     from vllm_bass.attention import capturing_uniform_batch
     from vllm_bass.attention.backend import split_kv_cache
     from vllm_bass.kernels import paged_attention
+    from vllm_bass.kernels.reshape_and_cache import reshape_and_cache
 
     heads, kv_heads, head_size = builder.num_heads_q, builder.num_heads_kv, builder.head_size
     dtype = builder.dtype
@@ -118,6 +120,12 @@ def replay_launches(builder, batches: list[GraphBatch], block_table: torch.Tenso
     launches = []
     try:
         with paged_attention.recording_launches() as recorded:
+            # the layer's KV-cache write (one binary whatever the batch)
+            q_width, kv_width = heads * head_size, kv_heads * head_size
+            reshape_and_cache(
+                qkv[:, q_width:q_width + kv_width].view(most_tokens, kv_heads, head_size),
+                qkv[:, q_width + kv_width:].view(most_tokens, kv_heads, head_size),
+                key_cache, value_cache, slot_mapping)
             for b in batches:
                 cm = SimpleNamespace(
                     num_reqs=b.num_reqs, num_actual_tokens=b.num_tokens,
@@ -148,35 +156,45 @@ def replay_launches(builder, batches: list[GraphBatch], block_table: torch.Tenso
 
 
 def compile_launches(launches: list, device: torch.device, threads: int) -> dict:
-    """Compile (Triton `warmup`: no launch) every launch's binary, `threads` at a time
-    where Triton has AsyncCompileMode. Returns counts and seconds; raises nothing."""
+    """Compile (Triton `warmup`: no launch) every launch's binary, on `threads` threads
+    under Triton's AsyncCompileMode (one after the other where this Triton has none).
+    Returns counts and seconds; raises nothing (a launch that fails here compiles, or
+    fails, where it is launched)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     start = time.perf_counter()
     kernels = {id(launch.kernel): launch.kernel for launch in launches}
     before = _compiled(kernels.values(), device)
-    errors = 0
+    failed: dict[str, str] = {}
     try:
         from triton.runtime._async_compile import AsyncCompileMode
-    except ImportError:  # an older Triton: the capture compiles them, as before
-        return {"launches": len(launches), "compiled": 0, "seconds": 0.0,
-                "skipped": "no AsyncCompileMode in this Triton"}
-    from concurrent.futures import ThreadPoolExecutor
-
+    except ImportError:
+        AsyncCompileMode = None
     try:
         on_device = (torch.cuda.device(device) if device.type == "cuda"
                      else contextlib.nullcontext())
-        with on_device, ThreadPoolExecutor(threads, thread_name_prefix="bass-compile") as pool:
-            with AsyncCompileMode(pool):
+        with on_device, ThreadPoolExecutor(max(1, threads),
+                                           thread_name_prefix="bass-compile") as pool:
+            with (AsyncCompileMode(pool) if AsyncCompileMode is not None
+                  else contextlib.nullcontext()):
                 for launch in launches:
                     try:
                         launch.kernel.warmup(*launch.args, grid=launch.grid, **launch.meta)
-                    except Exception:  # noqa: BLE001 - compiles on first use instead
-                        errors += 1
-    except Exception as exc:  # noqa: BLE001 - a failed compile shows again at capture
-        logger.warning("vllm-bass: compiling the attention kernels ahead failed (%s: %s); "
-                       "the graph capture compiles them", type(exc).__name__, exc)
-        errors += 1
+                    except Exception as exc:  # noqa: BLE001 - compiles on first use instead
+                        failed.setdefault(_name(launch.kernel), f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - an async compile failed: shows at its launch
+        failed.setdefault("async compile", f"{type(exc).__name__}: {exc}")
+    for name, why in failed.items():
+        logger.warning("vllm-bass: compiling %s ahead failed (%s); it compiles on first use",
+                       name, why)
     return {"launches": len(launches), "compiled": _compiled(kernels.values(), device) - before,
-            "errors": errors, "seconds": time.perf_counter() - start}
+            "errors": len(failed), "failed": sorted(failed), "async": AsyncCompileMode is not None,
+            "seconds": time.perf_counter() - start}
+
+
+def _name(kernel) -> str:
+    fn = getattr(kernel, "fn", kernel)
+    return getattr(fn, "__name__", type(kernel).__name__)
 
 
 def _compiled(kernels, device: torch.device) -> int:
@@ -202,12 +220,15 @@ def precompile_threads() -> int:
 
 
 def attention_binaries(device: torch.device) -> int:
-    """Binaries of our attention kernels compiled in this process for `device`."""
+    """Binaries of our attention kernels (and the KV-cache write) compiled in this process
+    for `device`."""
     from vllm_bass.kernels import paged_attention_pad as pad
     from vllm_bass.kernels import paged_attention_split as split
+    from vllm_bass.kernels import reshape_and_cache as cache_write
 
     return _compiled((pad._paged_attention_pad_kernel, split._paged_attention_split_kernel,
-                      split._split_reduce_kernel), device)
+                      split._split_reduce_kernel, cache_write._reshape_and_cache_kernel),
+                     device)
 
 
 def layer_kv_cache(runner, layer_name: str) -> torch.Tensor:

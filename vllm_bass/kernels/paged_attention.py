@@ -200,16 +200,17 @@ class _Recorder:
 
 @contextlib.contextmanager
 def recording_launches() -> Iterator[list[KernelLaunch]]:
-    """Inside, the PAD, SPLIT and reduction launches are recorded, not run (no kernel
-    touches the GPU): what a step would launch, for compiling it ahead
+    """Inside, the PAD, SPLIT and reduction launches and the KV-cache write are recorded,
+    not run (no kernel touches the GPU): what a step would launch, for compiling it ahead
     (`vllm_bass.attention.precompile`). Not thread-safe: for start-up, before any step."""
     from vllm_bass.kernels import paged_attention_pad as pad
     from vllm_bass.kernels import paged_attention_split as split
+    from vllm_bass.kernels import reshape_and_cache as cache_write
 
     launches: list[KernelLaunch] = []
     saved = [(module, name, getattr(module, name)) for module, name in (
         (pad, "_paged_attention_pad_kernel"), (split, "_paged_attention_split_kernel"),
-        (split, "_split_reduce_kernel"))]
+        (split, "_split_reduce_kernel"), (cache_write, "_reshape_and_cache_kernel"))]
     for module, name, kernel in saved:
         setattr(module, name, _Recorder(kernel, launches))
     try:

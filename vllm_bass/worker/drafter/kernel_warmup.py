@@ -8,6 +8,7 @@ compiles a new binary (~100-250 ms) inside a serving step; `eagle_prepare_inputs
 or two values; BASS's per-step draft lengths meet every power of two up to 1 + k_max, and
 the H100 benchmarks of session 13 still counted such compiles inside timed repeats (vLLM's
 JIT monitor). Triton's `warmup` compiles without launching (dtypes stand in for tensors),
+on the start-up compile pool (`attention.precompile.compile_launches`, several at a time),
 so this costs start-up time only, and nothing when Triton's disk cache has the binaries.
 """
 
@@ -90,31 +91,37 @@ ARG_BUILDERS = {"eagle_prepare_next_token_padded_kernel": _prepare_next_token_ar
 
 
 def warm_up_draft_kernels(drafter) -> int:
-    """Compile the block-size variants BASS's draft lengths reach; returns how many were
-    compiled or found in Triton's cache. Never fails the engine: a miss only means the
-    compile happens later, inside a step, as it does without this."""
+    """Compile the block-size variants BASS's draft lengths reach, in parallel
+    (`attention.precompile.compile_launches`); returns how many were compiled or found in
+    Triton's cache. Never fails the engine: a miss only means the compile happens later,
+    inside a step, as it does without this."""
     from vllm.v1.spec_decode import utils as spec_utils
+
+    from vllm_bass.attention.precompile import compile_launches, precompile_threads
+    from vllm_bass.kernels.paged_attention import KernelLaunch
 
     if not getattr(drafter, "needs_extra_input_slots", False) or drafter.positions is None:
         return 0
-    arg_builders = ARG_BUILDERS
-    sizes = warmup_block_sizes(int(drafter.num_speculative_tokens))
-    done = 0
-    device = torch.device(drafter.device)
-    with torch.cuda.device(device):
-        for name, blocks in sizes.items():
-            kernel = getattr(spec_utils, name, None)
-            if kernel is None or not hasattr(kernel, "warmup"):
-                continue
-            try:
-                args = _positional(kernel, arg_builders[name](drafter))
-                grid = (2, 1) if name.startswith("copy") else (2,)
-                for block in blocks:
-                    constexprs = {} if block is None else {"BLOCK_SIZE_TOKENS": block}
-                    kernel.warmup(*args, grid=grid, **constexprs)
-                    done += 1
-            except Exception as exc:  # a vLLM/Triton change: say so, keep serving
-                logger.warning("vllm-bass: could not warm up %s (%s: %s); its block sizes "
-                               "compile on first use", name, type(exc).__name__, exc)
-    logger.info("vllm-bass: %d drafter kernel variants compiled at start-up", done)
+    launches = []
+    for name, blocks in warmup_block_sizes(int(drafter.num_speculative_tokens)).items():
+        kernel = getattr(spec_utils, name, None)
+        if kernel is None or not hasattr(kernel, "warmup"):
+            continue
+        try:
+            args = tuple(_positional(kernel, ARG_BUILDERS[name](drafter)))
+        except Exception as exc:  # a vLLM/Triton change: say so, keep serving
+            logger.warning("vllm-bass: could not warm up %s (%s: %s); its block sizes "
+                           "compile on first use", name, type(exc).__name__, exc)
+            continue
+        grid = (2, 1) if name.startswith("copy") else (2,)
+        launches += [KernelLaunch(kernel, grid, args,
+                                  {} if block is None else {"BLOCK_SIZE_TOKENS": block})
+                     for block in blocks]
+    result = compile_launches(launches, torch.device(drafter.device),
+                              max(1, precompile_threads()))
+    done = result["launches"] - sum(
+        launch.kernel.fn.__name__ in result["failed"] for launch in launches
+        if hasattr(launch.kernel, "fn"))
+    logger.info("vllm-bass: %d drafter kernel variants compiled at start-up in %.1f s",
+                done, result["seconds"])
     return done
