@@ -121,6 +121,8 @@ def test_replay_plans_each_graph_as_its_capture_does():
     assert len(writes) == 1 and writes[0].meta["HEAD_SIZE"] == 128, "the layer's KV write"
     assert [x.meta["BLOCK_M"] for x in attention] == [16] * 3 + [32] * 3
     assert all(x.meta["ANY_BATCH"] for x in attention), "captured launches serve any batch"
+    assert not any(isinstance(a, torch.Tensor) for x in launches for a in x.args), \
+        "recorded launches hold dtypes, no tensors (no workspace kept alive)"
     splits = sum(x.kernel.fn.__name__ == "_paged_attention_split_kernel" for x in attention)
     reduces = sum(x.kernel.fn.__name__ == "_split_reduce_kernel" for x in launches)
     assert splits >= 1 and reduces == splits, "every SPLIT launch brings its reduction"
@@ -219,7 +221,7 @@ def distinct_binaries() -> dict[str, tuple[int, int]]:
     for launch in launches:
         params = [p for p in launch.kernel.params if not p.is_constexpr]
         spec = tuple(
-            (str(a.dtype),) if isinstance(a, torch.Tensor) else native_specialize_impl(
+            (str(a),) if isinstance(a, torch.dtype) else native_specialize_impl(
                 BaseBackend, a, False, not p.do_not_specialize,
                 not p.do_not_specialize_on_alignment)
             for p, a in zip(params, launch.args))

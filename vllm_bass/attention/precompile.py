@@ -1,8 +1,8 @@
 """Compile our attention kernels for the CUDA graphs before they are captured, in parallel.
 
 Every plan a captured graph bakes in (PAD or SPLIT, tiles, split count; and each layer
-configuration's KV-cache write) is its own Triton binary, 1.5-2 s to compile for sm_90 on one CPU core (session 34), and graph capture met
-them one at a time: BASS's start-up on a fresh H100 took 111-119 s against vLLM's 54-61 s,
+configuration's KV-cache write) is its own Triton binary, 1.5-2 s to compile for sm_90 on
+one CPU core (session 34), and graph capture met them one at a time: BASS's start-up on a fresh H100 took 111-119 s against vLLM's 54-61 s,
 whose FA3 comes compiled (session 33). Here the metadata builders' plans for every graph
 about to be captured (the target's FULL graphs from the dispatcher's keys, the drafter's
 step and first-pass graphs from their sizes) are replayed through the real launchers with
@@ -278,6 +278,7 @@ def precompile_for_capture(runner) -> dict | None:
         logger.warning("vllm-bass: could not plan the attention kernels' compiles ahead "
                        "(%s: %s); the graph capture compiles them", type(exc).__name__, exc)
         return None
+    torch.cuda.empty_cache()  # the replay's buffers and workspaces: back for the graphs
     result = compile_launches(launches, device, threads)
     result.update(threads=threads, total_seconds=time.perf_counter() - start,
                   binaries_after=attention_binaries(device))

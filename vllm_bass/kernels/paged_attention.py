@@ -181,7 +181,9 @@ def paged_attention(
 
 @dataclass(frozen=True)
 class KernelLaunch:
-    """One launch of a Triton kernel as the launchers above make it."""
+    """One launch of a Triton kernel as the launchers above make it, tensors as their
+    dtypes (what Triton's `warmup` takes for them: it assumes 16-byte alignment, as the
+    launchers' tensors have)."""
     kernel: Any  # the @triton.jit function
     grid: tuple
     args: tuple
@@ -194,7 +196,9 @@ class _Recorder:
 
     def __getitem__(self, grid):
         def record(*args, **meta):
-            self.launches.append(KernelLaunch(self.kernel, tuple(grid), args, meta))
+            # dtypes, not tensors: a recorded launch keeps no workspace alive
+            self.launches.append(KernelLaunch(self.kernel, tuple(grid), tuple(
+                a.dtype if isinstance(a, torch.Tensor) else a for a in args), meta))
         return record
 
 
