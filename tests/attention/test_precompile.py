@@ -234,8 +234,8 @@ def distinct_binaries() -> dict[str, tuple[int, int]]:
 
 def test_batch_counts_do_not_split_a_plan_into_binaries():
     """Request counts, query tiles and split counts vary from graph to graph; specialised,
-    each new ==1 / multiple-of-16 combination was another 1.5-2 s compile (3 PAD binaries
-    for 2 plans before session 34)."""
+    each new ==1 / multiple-of-16 combination was another 1.5-3 s compile (here, before
+    session 34: 2 SPLIT binaries for one constexpr set, 4 PAD binaries for 2)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     run = subprocess.run([sys.executable, __file__], cwd=REPO, env=env, capture_output=True,

@@ -120,7 +120,7 @@ def attend_kv_range(
 # requests a program of an ANY_BATCH grid reads per vector load of the query offsets
 # Arguments that follow the batch (request counts, query tiles, splits): Triton would
 # specialise each on == 1 and on divisibility by 16 and compile another binary for every new
-# combination (1.5-2 s for these kernels, sm_90), at graph capture and in any eager step
+# combination (1.5-3 s for PAD / SPLIT, sm_90), at graph capture and in any eager step
 # that meets a new one (session 31: a PAD compile inside a timed batch-256 repeat). They
 # only index tiles and bound loops; strides and head counts, fixed per model, keep theirs.
 PAD_BATCH_ARGS = ("num_q_tiles", "num_seqs")
