@@ -117,7 +117,6 @@ def attend_kv_range(
     return acc, m_i, l_i
 
 
-# requests a program of an ANY_BATCH grid reads per vector load of the query offsets
 # Arguments that follow the batch (request counts, query tiles, splits): Triton would
 # specialise each on == 1 and on divisibility by 16 and compile another binary for every new
 # combination (1.5-3 s for PAD / SPLIT, sm_90), at graph capture and in any eager step
@@ -127,6 +126,7 @@ PAD_BATCH_ARGS = ("num_q_tiles", "num_seqs")
 SPLIT_BATCH_ARGS = PAD_BATCH_ARGS + ("num_splits", "min_split_keys", "split_programs")
 REDUCE_BATCH_ARGS = ("batch", "num_splits")
 
+# requests a program of an ANY_BATCH grid reads per vector load of the query offsets
 SEQ_CHUNK = tl.constexpr(128)
 
 
