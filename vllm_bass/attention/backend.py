@@ -217,13 +217,6 @@ class BassAttentionMetadata:
 PLANNED_DRAFTS = 8
 
 
-def split_kv_cache(kv_cache: torch.Tensor, head_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """A layer's cache, logical (B, H, N, 2*hs), as the K and V views (B, N, H, hs) our
-    kernels take (physical strides kept)."""
-    key_cache, value_cache = kv_cache.transpose(1, 2).split(head_size, dim=-1)
-    return key_cache, value_cache
-
-
 class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadata]):
     # Full CUDA graphs for any batch (plain decoding, BASS off-steps, ragged verification):
     # a captured launch's grid follows the graph's token and request counts only, each
@@ -449,7 +442,8 @@ class BassAttentionImpl(AttentionImpl[BassAttentionMetadata]):
         (host time of eager layers, as in the drafter's steps), again if it is replaced."""
         views = self._cache_views
         if views is None or views[0] is not kv_cache:
-            views = self._cache_views = (kv_cache, *split_kv_cache(kv_cache, self.head_size))
+            key_cache, value_cache = kv_cache.transpose(1, 2).split(self.head_size, dim=-1)
+            views = self._cache_views = (kv_cache, key_cache, value_cache)
         return views[1], views[2]
 
     def forward(

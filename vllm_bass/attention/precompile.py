@@ -95,25 +95,25 @@ def draft_graph_batches(drafter, capture_sizes: list[int]) -> list[GraphBatch]:
 
 def replay_launches(builder, batches: list[GraphBatch], block_table: torch.Tensor,
                     kv_cache: torch.Tensor, device: torch.device) -> list:
-    """The attention launches of `batches` on `builder`'s layers (recorded, not run):
-    the builder plans each batch as the capture will, and the launcher turns the plan into
-    launches. `block_table` and `kv_cache` (one layer's) are the ones the graphs read: their
-    strides are specialised on; q is a slice of a packed QKV row, as a model's is."""
+    """The launches of `batches` on `builder`'s layers (recorded, not run): the builder
+    plans each batch as the capture will, and our attention impl launches the plan as a
+    layer's forward does (`_ours`), after its KV-cache write. `block_table` and `kv_cache`
+    (one layer's) are the ones the graphs read: their strides are specialised on; q is a
+    slice of a packed QKV row, as a model's is."""
     from vllm_bass.attention import capturing_uniform_batch
-    from vllm_bass.attention.backend import split_kv_cache
+    from vllm_bass.attention.backend import BassAttentionImpl
     from vllm_bass.kernels import paged_attention
-    from vllm_bass.kernels.reshape_and_cache import reshape_and_cache
 
     heads, kv_heads, head_size = builder.num_heads_q, builder.num_heads_kv, builder.head_size
-    dtype = builder.dtype
     most_tokens = max((b.num_tokens for b in batches), default=0)
     most_reqs = max((b.num_reqs for b in batches), default=0)
     if not most_tokens or block_table.shape[0] < most_reqs:
         return []
-    qkv = torch.empty(most_tokens, (heads + 2 * kv_heads) * head_size, dtype=dtype,
-                      device=device)
-    out = torch.empty(most_tokens, heads, head_size, dtype=dtype, device=device)
-    key_cache, value_cache = split_kv_cache(kv_cache, head_size)
+    impl = BassAttentionImpl(heads, head_size, head_size ** -0.5, kv_heads)
+    q_width, kv_width = heads * head_size, kv_heads * head_size
+    qkv = torch.empty(most_tokens, q_width + 2 * kv_width, dtype=builder.dtype, device=device)
+    out = torch.empty(most_tokens, heads, head_size, dtype=builder.dtype, device=device)
+    key_cache, value_cache = impl._split_cache(kv_cache)
     query_start_loc = torch.zeros(most_reqs + 1, dtype=torch.int32, device=device)
     seq_lens = torch.ones(most_reqs, dtype=torch.int32, device=device)
     slot_mapping = torch.zeros(most_tokens, dtype=torch.int64, device=device)
@@ -122,11 +122,10 @@ def replay_launches(builder, batches: list[GraphBatch], block_table: torch.Tenso
     try:
         with paged_attention.recording_launches() as recorded:
             # the layer's KV-cache write (one binary whatever the batch)
-            q_width, kv_width = heads * head_size, kv_heads * head_size
-            reshape_and_cache(
-                qkv[:, q_width:q_width + kv_width].view(most_tokens, kv_heads, head_size),
-                qkv[:, q_width + kv_width:].view(most_tokens, kv_heads, head_size),
-                key_cache, value_cache, slot_mapping)
+            impl.do_kv_cache_update(
+                None, qkv[:, q_width:q_width + kv_width].view(-1, kv_heads, head_size),
+                qkv[:, q_width + kv_width:].view(-1, kv_heads, head_size), kv_cache,
+                slot_mapping)
             for b in batches:
                 cm = SimpleNamespace(
                     num_reqs=b.num_reqs, num_actual_tokens=b.num_tokens,
@@ -142,13 +141,7 @@ def replay_launches(builder, batches: list[GraphBatch], block_table: torch.Tenso
                                                           draft_index=1))
                 finally:
                     capturing_uniform_batch.reset(token)
-                plan, workspace = md.plan_for(heads, kv_heads, head_size, dtype)
-                n = md.num_actual_tokens
-                paged_attention.paged_attention(
-                    qkv[:n, :heads * head_size].view(n, heads, head_size), key_cache,
-                    value_cache, out[:n], md.query_start_loc, md.seq_lens, md.block_table,
-                    head_size ** -0.5, md.max_query_len, md.plan_seq_len or md.max_seq_len,
-                    plan=plan, workspace=workspace, check=False)
+                impl._ours(qkv[:, :q_width], key_cache, value_cache, out[:b.num_tokens], md)
             launches = list(recorded)
     finally:
         if hasattr(builder, "_captured_plans"):  # the replay's plans hold no graph
