@@ -1,6 +1,6 @@
 """Bad input fails fast, before any engine process starts, naming the flag and what is
 valid: wrong --spec-worker, no draft, mismatched vocabulary or tokenizer, K out of range,
-draft context shorter than the target's."""
+draft context shorter than the target's, a bad environment value the workers would parse."""
 
 import json
 import shutil
@@ -82,6 +82,13 @@ def test_draft_path_without_a_model_is_named(parser, tmp_path, where):
         _config_from_cli(parser, ["--model", TARGET, "--spec-worker", "bass",
                                   "--speculative-model", str(path)])
     assert len(str(err.value).splitlines()) == 1
+
+
+def test_bad_environment_value_is_named_before_the_engine_starts(parser, monkeypatch):
+    monkeypatch.setenv("VLLM_BASS_PRECOMPILE_THREADS", "many")
+    with pytest.raises(BassConfigError, match="VLLM_BASS_PRECOMPILE_THREADS='many'"):
+        _config_from_cli(parser, ["--model", TARGET, "--spec-worker", "bass",
+                                  "--speculative-model", DRAFT])
 
 
 def test_draft_flags_without_spec_worker(parser):

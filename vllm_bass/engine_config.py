@@ -120,7 +120,19 @@ def translate_engine_args(args: Any) -> BassConfig | None:
     args.additional_config[ADDITIONAL_CONFIG_KEY] = cfg.to_dict()
     precheck_draft_path(cfg.draft_model)
     precheck_vocabulary(args, cfg)
+    precheck_environment()
     return cfg
+
+
+def precheck_environment() -> None:
+    """The environment variables the workers parse, checked before any engine process
+    starts (a bad value would otherwise end the start-up after the model loaded)."""
+    from vllm_bass.attention.precompile import precompile_threads
+
+    try:
+        precompile_threads()
+    except ValueError as exc:
+        raise BassConfigError(str(exc)) from None
 
 
 # vLLM captures CUDA graphs up to min(2 x max_num_seqs x (1 + K), 512) tokens. Speculation

@@ -194,6 +194,9 @@ def test_precompile_threads_and_when_it_runs(monkeypatch):
     monkeypatch.setenv("VLLM_BASS_PRECOMPILE_THREADS", "auto")
     assert 1 <= precompile.precompile_threads() <= 8
     assert precompile.precompile_for_capture(SimpleNamespace(device="cpu")) is None
+    monkeypatch.setenv("VLLM_BASS_PRECOMPILE_THREADS", "-2")
+    with pytest.raises(ValueError, match="VLLM_BASS_PRECOMPILE_THREADS='-2'"):
+        precompile.precompile_threads()
     monkeypatch.setenv("VLLM_BASS_PRECOMPILE_THREADS", "0")
     assert precompile.precompile_for_capture(SimpleNamespace(device="cuda:0")) is None
     assert precompile.report_capture_misses(None, "cpu") is None

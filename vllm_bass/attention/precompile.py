@@ -159,7 +159,8 @@ def compile_launches(launches: list, device: torch.device, threads: int) -> dict
     start = time.perf_counter()
     kernels = {id(launch.kernel): launch.kernel for launch in launches}
     before = _compiled(kernels.values(), device)
-    failed: dict[str, str] = {}
+    failed: dict[str, str] = {}  # kernel (or stage) -> the first error
+    errors = 0  # launches whose warm-up raised
     try:
         from triton.runtime._async_compile import AsyncCompileMode
     except ImportError:
@@ -175,6 +176,7 @@ def compile_launches(launches: list, device: torch.device, threads: int) -> dict
                     try:
                         launch.kernel.warmup(*launch.args, grid=launch.grid, **launch.meta)
                     except Exception as exc:  # noqa: BLE001 - compiles on first use instead
+                        errors += 1
                         failed.setdefault(_name(launch.kernel), f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # noqa: BLE001 - an async compile failed: shows at its launch
         failed.setdefault("async compile", f"{type(exc).__name__}: {exc}")
@@ -182,7 +184,7 @@ def compile_launches(launches: list, device: torch.device, threads: int) -> dict
         logger.warning("vllm-bass: compiling %s ahead failed (%s); it compiles on first use",
                        name, why)
     return {"launches": len(launches), "compiled": _compiled(kernels.values(), device) - before,
-            "errors": len(failed), "failed": sorted(failed), "async": AsyncCompileMode is not None,
+            "errors": errors, "failed": sorted(failed), "async": AsyncCompileMode is not None,
             "seconds": time.perf_counter() - start}
 
 
@@ -210,7 +212,10 @@ def precompile_threads() -> int:
     value = envs.get("VLLM_BASS_PRECOMPILE_THREADS").strip().lower()
     if value in ("", "auto"):
         return max(1, min(8, (os.cpu_count() or 2) // 2))
-    return max(0, int(value))
+    if not value.isdigit():
+        raise ValueError(f"VLLM_BASS_PRECOMPILE_THREADS={value!r}: expected 'auto' or a "
+                         "number of threads (0 turns the precompile off)")
+    return int(value)
 
 
 def attention_binaries(device: torch.device) -> int:
@@ -278,7 +283,7 @@ def precompile_for_capture(runner) -> dict | None:
                   binaries_after=attention_binaries(device))
     logger.info("vllm-bass: compiled %d attention kernel binaries for the CUDA graphs ahead "
                 "of their capture (%d launches replayed, %d threads, %d errors) in %.1f s",
-                result["compiled"], result["launches"], threads, result.get("errors", 0),
+                result["compiled"], result["launches"], threads, result["errors"],
                 result["total_seconds"])
     return result
 
