@@ -60,20 +60,29 @@ def _runner(keys, max_num_seqs, full_max_query_len):
         uniform_decode_query_len=1)
 
 
+def _key(tokens, uniform, max_num_seqs):
+    """A FULL key as vLLM's dispatcher makes it (`_create_padded_batch_descriptor`, one
+    token a request for BASS's uniform decode graphs)."""
+    from vllm.forward_context import BatchDescriptor
+
+    return BatchDescriptor(num_tokens=tokens, num_reqs=min(tokens, max_num_seqs),
+                           uniform=uniform)
+
+
 def test_target_graph_batches_are_vllms_dummy_batches():
     from vllm.forward_context import BatchDescriptor
 
     from vllm_bass.attention.precompile import GraphBatch, target_graph_batches
 
-    keys = [BatchDescriptor(num_tokens=t, uniform=True) for t in (1, 2, 8)] + [
-        BatchDescriptor(num_tokens=t, uniform=False) for t in (8, 16, 40)]
+    keys = [_key(t, True, 8) for t in (1, 2, 8)] + [_key(t, False, 8) for t in (8, 16, 40)]
     got = set(target_graph_batches(_runner(keys, 8, 5)))
-    # uniform decode: one token a request; verification-shaped: requests of 1 + K = 5 tokens
-    # (vLLM's uniform dummy run: ceil(T / 5) requests, the last one shorter)
+    # uniform decode: one token a request; verification-shaped: the key's requests (the
+    # builder plans them for requests of 1 + K = 5 tokens) and queries of 5
     assert got == {GraphBatch(1, 1, 1, 1, True, True), GraphBatch(2, 2, 1, 1, True, True),
-                   GraphBatch(8, 8, 1, 1, True, True), GraphBatch(2, 8, 5, 1, True, False),
-                   GraphBatch(4, 16, 5, 1, True, False), GraphBatch(8, 40, 5, 1, True, False)}
-    # without BASS's verification graphs: vLLM's mixed dummy batch (query = the batch)
+                   GraphBatch(8, 8, 1, 1, True, True), GraphBatch(8, 8, 5, 1, True, False),
+                   GraphBatch(8, 16, 5, 1, True, False), GraphBatch(8, 40, 5, 1, True, False)}
+    # without BASS's verification graphs: vLLM's mixed dummy batch (query = the batch);
+    # a key without a request count: vLLM's dummy run's own
     plain = target_graph_batches(_runner([BatchDescriptor(num_tokens=40)], 8, None))
     assert plain == [GraphBatch(8, 40, 40, 1, True, False)]
 
@@ -112,7 +121,7 @@ def test_replay_plans_each_graph_as_its_capture_does():
     builder = _builder(32, 8, drafts=4)
     table = torch.zeros(64, 256, dtype=torch.int32)
     batches = [GraphBatch(t, t, 1, 1, True, True) for t in (1, 8, 64)] + [
-        GraphBatch(-(-t // 5), t, 5, 1, True, False) for t in (5, 40, 320)]
+        GraphBatch(min(t, 64), t, 5, 1, True, False) for t in (5, 40, 320)]
     launches = replay_launches(builder, batches, table, _kv_cache(8), torch.device("cpu"))
     assert builder._captured_plans == []
     attention = [x for x in launches if x.kernel.fn.__name__ in ATTENTION]
@@ -208,14 +217,13 @@ def distinct_binaries() -> dict[str, tuple[int, int]]:
     from Triton's own specialisation of each argument, as its launcher computes them."""
     from triton._C.libtriton import native_specialize_impl
     from triton.backends.compiler import BaseBackend
-    from vllm.forward_context import BatchDescriptor
 
     from vllm_bass.attention.precompile import replay_launches, target_graph_batches
     from vllm_bass.engine_config import bass_capture_sizes
 
     sizes = bass_capture_sizes(256, 4096)
-    keys = [BatchDescriptor(num_tokens=t, uniform=True) for t in sizes if t <= 256] + [
-        BatchDescriptor(num_tokens=t, uniform=False) for t in sizes if t <= 256 * 5]
+    keys = [_key(t, True, 256) for t in sizes if t <= 256] + [
+        _key(t, False, 256) for t in sizes if t <= 256 * 5]
     batches = target_graph_batches(_runner(keys, 256, 5))
     launches = replay_launches(_builder(32, 32), batches,
                                torch.zeros(256, 256, dtype=torch.int32), _kv_cache(32),
@@ -238,7 +246,7 @@ def distinct_binaries() -> dict[str, tuple[int, int]]:
 def test_batch_counts_do_not_split_a_plan_into_binaries():
     """Request counts, query tiles and split counts vary from graph to graph; specialised,
     each new ==1 / multiple-of-16 combination was another 1.5-3 s compile (here, before
-    session 34: 2 SPLIT binaries for one constexpr set, 4 PAD binaries for 2)."""
+    session 34: 4 SPLIT binaries for one constexpr set, 4 PAD for 2, 6 reductions for 4)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     run = subprocess.run([sys.executable, __file__], cwd=REPO, env=env, capture_output=True,

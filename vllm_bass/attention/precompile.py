@@ -44,15 +44,11 @@ class GraphBatch:
     uniform: bool = False  # `capturing_uniform_batch` while it is built
 
 
-def uniform_dummy_reqs(num_tokens: int, query_len: int, max_num_seqs: int) -> int:
-    """Requests of vLLM's uniform dummy batch (`_dummy_run(uniform_decode=True)`)."""
-    return min(max_num_seqs, -(-num_tokens // query_len))
-
-
 def target_graph_batches(runner) -> list[GraphBatch]:
-    """The target's FULL graphs, from the dispatcher's keys: uniform decode batches (one
-    token a request) and BASS's verification-shaped mixed ones (`cuda_graphs`), as
-    `model_runner._warmup_and_capture` has vLLM's dummy run build them."""
+    """The target's FULL graphs, from the dispatcher's keys, as vLLM's dummy run builds
+    their attention metadata (`_dummy_run`: the key's request count, its uniform query
+    length, which `model_runner._warmup_and_capture` sets to 1 + K for BASS's
+    verification-shaped mixed graphs; vLLM's own mixed dummy: a query of the whole batch)."""
     from vllm.config import CUDAGraphMode
 
     dispatcher = getattr(runner, "cudagraph_dispatcher", None)
@@ -64,13 +60,11 @@ def target_graph_batches(runner) -> list[GraphBatch]:
         tokens = desc.num_tokens
         if desc.uniform:
             query_len = runner.uniform_decode_query_len
-        elif verification_len:
-            query_len = verification_len
-        else:  # vLLM's own mixed dummy batch (its max_query_len: the whole batch)
-            batches.append(GraphBatch(min(tokens, max_num_seqs), tokens, tokens, 1, True))
-            continue
-        batches.append(GraphBatch(uniform_dummy_reqs(tokens, query_len, max_num_seqs), tokens,
-                                  query_len, 1, True, bool(desc.uniform)))
+        else:
+            query_len = verification_len or tokens
+        reqs = desc.num_reqs if desc.num_reqs is not None else min(
+            tokens // query_len if desc.uniform else tokens, max_num_seqs)
+        batches.append(GraphBatch(reqs, tokens, query_len, 1, True, bool(desc.uniform)))
     return batches
 
 
