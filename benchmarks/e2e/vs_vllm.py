@@ -606,12 +606,32 @@ def report(data: dict, out: Path) -> None:
                 f"{f(b and plain and plain['ms_per_token'] / b['ms_per_token'], '{:.2f}x')} | "
                 f"{f(b and b['mean_acceptance_length'])} | {f(b and b['mean_draft_length'])} | "
                 f"{f(b and b['off_step_fraction'])} |")
-    lines += _utilisation_lines(data)
+    lines += _utilisation_lines(data) + _startup_lines(data)
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     try:
         _plot(rows, keys, out.with_suffix(".png"))
     except Exception as exc:  # matplotlib missing: the table and JSON still stand
         print(f"no plot: {exc}")
+
+
+def _startup_lines(data: dict) -> list[str]:
+    """Each engine's start-up: seconds (LLM() returning) and Triton kernels compiled."""
+    engines = {}
+    for r in data["rows"]:
+        if r.get("startup_s") is not None:
+            engines.setdefault((r["system"], r["draft"]), r)
+    if not engines:
+        return []
+    kernels = data.get("startup_kernels", {})
+    lines = ["", "Start-up (each engine on a fresh Triton cache):", "",
+             "| system | draft | seconds | Triton compiles | most compiled |",
+             "|---|---|---|---|---|"]
+    for (system, draft), r in sorted(engines.items()):
+        names = kernels.get(f"{system}/{draft}", {})
+        top = ", ".join(f"{k} {v}" for k, v in sorted(names.items(), key=lambda kv: -kv[1])[:4])
+        lines.append(f"| {system} | {draft} | {r['startup_s']:.0f} | "
+                     f"{r.get('startup_triton_compiles', '—')} | {top or '—'} |")
+    return lines
 
 
 def _plot(rows, keys, path: Path) -> None:

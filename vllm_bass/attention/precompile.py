@@ -3,8 +3,8 @@
 Every plan a captured graph bakes in (PAD or SPLIT, tiles, split count; and each layer
 configuration's KV-cache write) is its own Triton binary (for sm_90 on one CPU core: PAD
 1.5-2 s, SPLIT ~3 s, the reduction and the KV write 0.2-0.4 s; session 34), and graph
-capture met them one at a time: BASS's start-up on a fresh H100 took 111-119 s against vLLM's 54-61 s,
-whose FA3 comes compiled (session 33). Here the metadata builders' plans for every graph
+capture met them one at a time: BASS's start-up on a fresh H100 took 111-119 s against
+vLLM's 54-61 s, whose FA3 comes compiled (session 33). Here the metadata builders' plans for every graph
 about to be captured (the target's FULL graphs from the dispatcher's keys, the drafter's
 step and first-pass graphs from their sizes) are replayed through the real launchers with
 the launches recorded, not run (`kernels.paged_attention.recording_launches`), and each
