@@ -174,12 +174,32 @@ def compile_launches(launches: list, device: torch.device, threads: int) -> dict
                         failed.setdefault(_name(launch.kernel), f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # noqa: BLE001 - an async compile failed: shows at its launch
         failed.setdefault("async compile", f"{type(exc).__name__}: {exc}")
+        _drop_unfinished(kernels.values(), device)
     for name, why in failed.items():
         logger.warning("vllm-bass: compiling %s ahead failed (%s); it compiles on first use",
                        name, why)
     return {"launches": len(launches), "compiled": _compiled(kernels.values(), device) - before,
             "errors": errors, "failed": sorted(failed), "async": AsyncCompileMode is not None,
             "seconds": time.perf_counter() - start}
+
+
+def _drop_unfinished(kernels, device: torch.device) -> None:
+    """After a failed async compile, Triton may leave other launches' placeholders
+    (FutureKernel) in the kernels' caches, unfinalised: finish each, or drop it so its
+    launch compiles on its own."""
+    if device.type != "cuda":
+        return
+    for kernel in kernels:
+        with contextlib.suppress(Exception):
+            cache = kernel.device_caches[_device_index(device)][0]
+            for key, entry in list(cache.items()):
+                if type(entry).__name__ == "FutureKernel":
+                    try:
+                        entry.result()
+                    except Exception:  # noqa: BLE001
+                        cache.pop(key, None)
+                    if type(cache.get(key)).__name__ == "FutureKernel":
+                        cache.pop(key, None)
 
 
 def _name(kernel) -> str:
@@ -191,12 +211,15 @@ def _compiled(kernels, device: torch.device) -> int:
     """Binaries in the kernels' in-memory caches for `device` (0 if Triton's layout moved)."""
     if device.type != "cuda":
         return 0
-    index = device.index if device.index is not None else torch.cuda.current_device()
     total = 0
     for kernel in kernels:
         with contextlib.suppress(Exception):
-            total += len(kernel.device_caches[index][0])
+            total += len(kernel.device_caches[_device_index(device)][0])
     return total
+
+
+def _device_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 def precompile_threads() -> int:
