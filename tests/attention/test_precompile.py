@@ -195,6 +195,28 @@ def test_compile_launches_warms_every_launch_in_async_compile_mode():
     assert all(in_mode for *_, in_mode in good.calls + bad.calls), "compiles go async"
 
 
+def test_a_failed_async_compile_leaves_no_placeholder_behind():
+    """Older Tritons' FutureKernel has no attribute fallback: one left in a kernel's cache
+    would fail the launch that finds it. Each is finished, or dropped if it cannot be."""
+    from vllm_bass.attention.precompile import _drop_unfinished
+
+    cache = {}
+
+    class FutureKernel:
+        def __init__(self, key, fails):
+            self.key, self.fails = key, fails
+
+        def result(self):
+            if self.fails:
+                raise RuntimeError("compile failed")
+            cache[self.key] = f"binary {self.key}"  # Triton's finalize
+
+    cache.update(a=FutureKernel("a", True), b=FutureKernel("b", False), c="binary c")
+    kernel = SimpleNamespace(device_caches={0: (cache, {}, None, None, None)})
+    _drop_unfinished([kernel], torch.device("cuda:0"))
+    assert cache == {"b": "binary b", "c": "binary c"}
+
+
 def test_precompile_threads_and_when_it_runs(monkeypatch):
     from vllm_bass.attention import precompile
 
