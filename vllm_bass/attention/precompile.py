@@ -238,13 +238,9 @@ def precompile_threads() -> int:
 def attention_binaries(device: torch.device) -> int:
     """Binaries of our attention kernels (and the KV-cache write) compiled in this process
     for `device`."""
-    from vllm_bass.kernels import paged_attention_pad as pad
-    from vllm_bass.kernels import paged_attention_split as split
-    from vllm_bass.kernels import reshape_and_cache as cache_write
+    from vllm_bass.kernels.paged_attention import step_kernels
 
-    return _compiled((pad._paged_attention_pad_kernel, split._paged_attention_split_kernel,
-                      split._split_reduce_kernel, cache_write._reshape_and_cache_kernel),
-                     device)
+    return _compiled(step_kernels(), device)
 
 
 def layer_kv_cache(runner, layer_name: str) -> torch.Tensor:

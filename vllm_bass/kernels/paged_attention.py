@@ -202,19 +202,29 @@ class _Recorder:
         return record
 
 
-@contextlib.contextmanager
-def recording_launches() -> Iterator[list[KernelLaunch]]:
-    """Inside, the PAD, SPLIT and reduction launches and the KV-cache write are recorded,
-    not run (no kernel touches the GPU): what a step would launch, for compiling it ahead
-    (`vllm_bass.attention.precompile`). Not thread-safe: for start-up, before any step."""
+def _step_kernel_slots() -> list[tuple[Any, str]]:
+    """(module, name) of the Triton kernels an attention layer's step launches: PAD, SPLIT,
+    the reduction and the KV-cache write."""
     from vllm_bass.kernels import paged_attention_pad as pad
     from vllm_bass.kernels import paged_attention_split as split
     from vllm_bass.kernels import reshape_and_cache as cache_write
 
+    return [(pad, "_paged_attention_pad_kernel"), (split, "_paged_attention_split_kernel"),
+            (split, "_split_reduce_kernel"), (cache_write, "_reshape_and_cache_kernel")]
+
+
+def step_kernels() -> list[Any]:
+    """The Triton kernels an attention layer's step launches (`_step_kernel_slots`)."""
+    return [getattr(module, name) for module, name in _step_kernel_slots()]
+
+
+@contextlib.contextmanager
+def recording_launches() -> Iterator[list[KernelLaunch]]:
+    """Inside, the step's launches (`step_kernels`) are recorded, not run (no kernel
+    touches the GPU): what a step would launch, for compiling it ahead
+    (`vllm_bass.attention.precompile`). Not thread-safe: for start-up, before any step."""
     launches: list[KernelLaunch] = []
-    saved = [(module, name, getattr(module, name)) for module, name in (
-        (pad, "_paged_attention_pad_kernel"), (split, "_paged_attention_split_kernel"),
-        (split, "_split_reduce_kernel"), (cache_write, "_reshape_and_cache_kernel"))]
+    saved = [(module, name, getattr(module, name)) for module, name in _step_kernel_slots()]
     for module, name, kernel in saved:
         setattr(module, name, _Recorder(kernel, launches))
     try:
