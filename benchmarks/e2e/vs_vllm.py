@@ -448,6 +448,9 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
         # every engine compiles its own Triton kernels, as a fresh deployment does (an
         # earlier engine's disk cache would hide one system's JIT stalls from the next)
         env["TRITON_CACHE_DIR"] = str(Path(tmp, "triton_cache"))
+        if args.cold_start:  # and its own torch.compile caches: start-up as on a new host
+            env["VLLM_CACHE_ROOT"] = str(Path(tmp, "vllm_cache"))
+            env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(tmp, "inductor_cache"))
         env.update(system_env(config))
         if args.trace_dir:  # BASS's step and runner-phase traces (vllm_bass.utils)
             env["VLLM_BASS_STEP_TRACE"] = str(Path(args.trace_dir) / f"{system}_{draft}.csv")
@@ -623,7 +626,11 @@ def _startup_lines(data: dict) -> list[str]:
     if not engines:
         return []
     kernels = data.get("startup_kernels", {})
-    lines = ["", "Start-up (each engine on a fresh Triton cache):", "",
+    caches = ("a fresh Triton cache and empty torch.compile caches" if data.get("cold_start")
+              else "a fresh Triton cache; the first engine compiled the models, later ones "
+                   "reused its torch.compile cache")
+    lines = ["", f"Start-up (each engine on {caches}; the first engine of a run may also "
+                 "read vLLM from a cold disk cache):", "",
              "| system | draft | seconds | Triton compiles | most compiled |",
              "|---|---|---|---|---|"]
     for (system, draft), r in sorted(engines.items()):
@@ -690,6 +697,10 @@ def main() -> None:
                    "the makespan over --max-tokens, the paper's metric); continuous: "
                    f"{CONTINUOUS_REQUESTS_PER_SLOT}x the batch in requests, the batch kept in "
                    "flight (ms/token = batch / steady-state tokens per second)")
+    p.add_argument("--cold-start", action="store_true",
+                   help="each engine also gets empty torch.compile caches (vLLM's, "
+                        "inductor's), so start-up seconds compare across systems; without "
+                        "it the first engine compiles the models and later ones reuse them")
     p.add_argument("--trace-dir", default=None)
     p.add_argument("--out", default=str(REPO / "benchmarks/results/vs_vllm"))
     p.add_argument("--report", action="store_true", help="only rewrite the table and plots")
@@ -727,7 +738,7 @@ def main() -> None:
 
         data.update(device=device_name(), prompt_len=args.prompt_len,
                     max_tokens=args.max_tokens, synthetic="alpha^(j+1) per position",
-                    mix=list(MIX_PATTERN))
+                    mix=list(MIX_PATTERN), cold_start=args.cold_start)
         log_dir = out.parent / (out.name + "_logs")
         log_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:

@@ -233,6 +233,27 @@ def test_precompile_threads_and_when_it_runs(monkeypatch):
     assert precompile.report_capture_misses(None, "cpu") is None
 
 
+def test_capture_misses_are_counted_and_named(monkeypatch):
+    """The log names each binary the captures compiled unforeseen, beside what was compiled
+    ahead for the same kernel (how session 35's 3 misses at max_num_seqs 64 get found)."""
+    from vllm_bass.attention import precompile
+
+    ahead = {("_pad", "key-a"), ("_split", "key-s")}
+    now = ahead | {("_pad", "key-b")}
+    monkeypatch.setattr(precompile, "attention_binaries", lambda device: len(now))
+    monkeypatch.setattr(precompile, "attention_binary_keys", lambda device: now)
+    result = {"binaries_after": len(ahead), "keys_after": ahead}
+    messages = []
+    monkeypatch.setattr(precompile.logger, "info",
+                        lambda msg, *args: messages.append(msg % args))
+    assert precompile.report_capture_misses(result, "cuda:0") == 1
+    assert [m for m in messages if "not foreseen" in m] == [
+        "vllm-bass: not foreseen: _pad key-b; compiled ahead for it: ['key-a']"]
+    now, messages[:] = set(ahead), []
+    assert precompile.report_capture_misses(result, "cuda:0") == 0
+    assert messages and not [m for m in messages if "not foreseen" in m]
+
+
 def distinct_binaries() -> dict[str, tuple[int, int]]:
     """Per kernel, over every FULL graph a 7B-shape BASS target captures (max_num_seqs 256,
     K = 4): (Triton cache keys, distinct constexpr sets) of the replayed launches. Keys come

@@ -30,6 +30,9 @@ import torch
 
 logger = logging.getLogger("vllm.bass")
 
+MISSES_NAMED = 8  # binaries the captures compiled unforeseen: a log line each, at most
+KEY_CHARS = 700  # of a Triton cache key in that line
+
 
 @dataclass(frozen=True)
 class GraphBatch:
@@ -243,6 +246,21 @@ def attention_binaries(device: torch.device) -> int:
     return _compiled(step_kernels(), device)
 
 
+def attention_binary_keys(device: torch.device) -> set[tuple[str, str]]:
+    """(kernel, Triton cache key) of every binary `attention_binaries` counts: the key
+    spells the specialisation and constexprs, so a miss can be told from its neighbours."""
+    from vllm_bass.kernels.paged_attention import step_kernels
+
+    keys: set[tuple[str, str]] = set()
+    if device.type != "cuda":
+        return keys
+    for kernel in step_kernels():
+        with contextlib.suppress(Exception):
+            keys |= {(_name(kernel), str(key))
+                     for key in kernel.device_caches[_device_index(device)][0]}
+    return keys
+
+
 def layer_kv_cache(runner, layer_name: str) -> torch.Tensor:
     """The KV cache tensor bound to an attention layer (vLLM's `bind_kv_cache`)."""
     return runner.compilation_config.static_forward_context[layer_name].kv_cache
@@ -293,7 +311,8 @@ def precompile_for_capture(runner) -> dict | None:
     torch.cuda.empty_cache()  # the replay's buffers and workspaces: back for the graphs
     result = compile_launches(launches, device, threads)
     result.update(threads=threads, total_seconds=time.perf_counter() - start,
-                  binaries_after=attention_binaries(device))
+                  binaries_after=attention_binaries(device),
+                  keys_after=attention_binary_keys(device))
     logger.info("vllm-bass: compiled %d attention kernel binaries for the CUDA graphs ahead "
                 "of their capture (%d launches replayed, %d threads, %d errors) in %.1f s",
                 result["compiled"], result["launches"], threads, result["errors"],
@@ -306,7 +325,15 @@ def report_capture_misses(result: dict | None, device) -> int | None:
     the replay did not foresee). None when `precompile_for_capture` did not run."""
     if not result or "binaries_after" not in result:
         return None
-    missed = attention_binaries(torch.device(device)) - result["binaries_after"]
+    device = torch.device(device)
+    missed = attention_binaries(device) - result["binaries_after"]
     logger.info("vllm-bass: the CUDA-graph captures compiled %d attention kernel binaries "
                 "the precompile did not foresee", missed)
+    if missed > 0:  # name them (bounded), beside what was compiled ahead for the same kernel
+        before = result.get("keys_after", set())
+        for name, key in sorted(attention_binary_keys(device) - before)[:MISSES_NAMED]:
+            ahead = [k for n, k in sorted(before) if n == name][:2]
+            logger.info("vllm-bass: not foreseen: %s %s; compiled ahead for it: %s",
+                        name, key[:KEY_CHARS], [k[:KEY_CHARS] for k in ahead])
     return missed
+
