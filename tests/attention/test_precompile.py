@@ -242,16 +242,43 @@ def test_capture_misses_are_counted_and_named(monkeypatch):
     now = ahead | {("_pad", "key-b")}
     monkeypatch.setattr(precompile, "attention_binaries", lambda device: len(now))
     monkeypatch.setattr(precompile, "attention_binary_keys", lambda device: now)
-    result = {"binaries_after": len(ahead), "keys_after": ahead}
+    result = {"binaries_after": len(ahead), "keys_after": ahead,
+              "watch": SimpleNamespace(met={("_pad", "key-b"): "runner.py:7 capture"},
+                                       remove=lambda: None)}
     messages = []
     monkeypatch.setattr(precompile.logger, "info",
                         lambda msg, *args: messages.append(msg % args))
     assert precompile.report_capture_misses(result, "cuda:0") == 1
     assert [m for m in messages if "not foreseen" in m] == [
-        "vllm-bass: not foreseen: _pad key-b; compiled ahead for it: ['key-a']"]
+        "vllm-bass: not foreseen: _pad key-b; met at runner.py:7 capture; "
+        "compiled ahead for it: ['key-a']"]
     now, messages[:] = set(ahead), []
     assert precompile.report_capture_misses(result, "cuda:0") == 0
     assert messages and not [m for m in messages if "not foreseen" in m]
+
+
+def test_capture_compile_watch_records_where_and_chains(monkeypatch):
+    """The hook installed for the captures records where our kernels compiled (vLLM and
+    vllm-bass frames), passes every call on to the hook it found, and gives it back."""
+    from triton import knobs
+
+    from vllm_bass.attention import precompile
+
+    calls = []
+    monkeypatch.setattr(knobs.runtime, "jit_post_compile_hook",
+                        lambda **kwargs: calls.append(kwargs["key"]))
+    monkeypatch.setattr(precompile, "STACK_FROM", ("tests",))
+    previous = knobs.runtime.jit_post_compile_hook
+    watch = precompile.CaptureCompileWatch.install()
+    assert knobs.runtime.jit_post_compile_hook is watch
+    ours = sorted(watch.names)[0]
+    watch(key="k1", fn=SimpleNamespace(name=f"module.{ours}"))
+    watch(key="k2", fn=SimpleNamespace(name="someone_elses_kernel"))
+    assert calls == ["k1", "k2"]
+    assert list(watch.met) == [(ours, "k1")]
+    assert "test_capture_compile_watch_records_where_and_chains" in watch.met[(ours, "k1")]
+    watch.remove()
+    assert knobs.runtime.jit_post_compile_hook is previous
 
 
 def distinct_binaries() -> dict[str, tuple[int, int]]:

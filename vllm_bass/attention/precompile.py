@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import time
+import traceback
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -32,6 +33,7 @@ logger = logging.getLogger("vllm.bass")
 
 MISSES_NAMED = 8  # binaries the captures compiled unforeseen: a log line each, at most
 KEY_CHARS = 700  # of a Triton cache key in that line
+STACK_FROM = ("vllm",)  # the frames that say where a capture met a compile (vllm, vllm_bass)
 
 
 @dataclass(frozen=True)
@@ -312,7 +314,8 @@ def precompile_for_capture(runner) -> dict | None:
     result = compile_launches(launches, device, threads)
     result.update(threads=threads, total_seconds=time.perf_counter() - start,
                   binaries_after=attention_binaries(device),
-                  keys_after=attention_binary_keys(device))
+                  keys_after=attention_binary_keys(device),
+                  watch=CaptureCompileWatch.install())
     logger.info("vllm-bass: compiled %d attention kernel binaries for the CUDA graphs ahead "
                 "of their capture (%d launches replayed, %d threads, %d errors) in %.1f s",
                 result["compiled"], result["launches"], threads, result["errors"],
@@ -326,6 +329,9 @@ def report_capture_misses(result: dict | None, device) -> int | None:
     if not result or "binaries_after" not in result:
         return None
     device = torch.device(device)
+    watch = result.pop("watch", None)
+    if watch is not None:
+        watch.remove()
     missed = attention_binaries(device) - result["binaries_after"]
     logger.info("vllm-bass: the CUDA-graph captures compiled %d attention kernel binaries "
                 "the precompile did not foresee", missed)
@@ -333,7 +339,50 @@ def report_capture_misses(result: dict | None, device) -> int | None:
         before = result.get("keys_after", set())
         for name, key in sorted(attention_binary_keys(device) - before)[:MISSES_NAMED]:
             ahead = [k for n, k in sorted(before) if n == name][:2]
-            logger.info("vllm-bass: not foreseen: %s %s; compiled ahead for it: %s",
-                        name, key[:KEY_CHARS], [k[:KEY_CHARS] for k in ahead])
+            met = watch.met.get((name, key), "?") if watch is not None else "?"
+            logger.info("vllm-bass: not foreseen: %s %s; met at %s; compiled ahead for it: %s",
+                        name, key[:KEY_CHARS], met, [k[:KEY_CHARS] for k in ahead])
     return missed
+
+
+class CaptureCompileWatch:
+    """Triton's post-compile hook while the graphs are captured: where each compile of our
+    attention's kernels was met (the vLLM and vllm-bass frames of its stack), so a binary
+    the precompile missed names the capture that planned it. Chains to the hook it found."""
+
+    def __init__(self, previous):
+        from vllm_bass.kernels.paged_attention import step_kernels
+
+        self.previous = previous
+        self.names = {_name(kernel) for kernel in step_kernels()}
+        self.met: dict[tuple[str, str], str] = {}
+
+    @classmethod
+    def install(cls) -> CaptureCompileWatch | None:
+        try:
+            from triton import knobs
+
+            watch = cls(knobs.runtime.jit_post_compile_hook)
+            knobs.runtime.jit_post_compile_hook = watch
+            return watch
+        except Exception:  # noqa: BLE001 - only the log's detail is lost
+            return None
+
+    def remove(self) -> None:
+        with contextlib.suppress(Exception):
+            from triton import knobs
+
+            if knobs.runtime.jit_post_compile_hook is self:
+                knobs.runtime.jit_post_compile_hook = self.previous
+
+    def __call__(self, *args, **kwargs):
+        with contextlib.suppress(Exception):
+            name = str(getattr(kwargs.get("fn"), "name", "")).rsplit(".", 1)[-1]
+            if name in self.names and len(self.met) < MISSES_NAMED:
+                frames = [f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
+                          for f in traceback.extract_stack()[:-1]
+                          if any(part in f.filename for part in STACK_FROM)
+                          and "precompile" not in f.filename]
+                self.met[(name, str(kwargs.get("key")))] = " < ".join(frames[::-1][:6])
+        return self.previous(*args, **kwargs) if self.previous is not None else None
 
