@@ -381,8 +381,7 @@ class CaptureCompileWatch:
             if name in self.names and len(self.met) < MISSES_NAMED:
                 frames = [f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
                           for f in traceback.extract_stack()[:-1]
-                          if any(part in f.filename for part in STACK_FROM)
-                          and "precompile" not in f.filename]
+                          if any(part in f.filename for part in STACK_FROM)]
                 self.met[(name, str(kwargs.get("key")))] = " < ".join(frames[::-1][:6])
         return self.previous(*args, **kwargs) if self.previous is not None else None
 
