@@ -382,6 +382,6 @@ class CaptureCompileWatch:
                 frames = [f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
                           for f in traceback.extract_stack()[:-1]
                           if any(part in f.filename for part in STACK_FROM)]
-                self.met[(name, str(kwargs.get("key")))] = " < ".join(frames[::-1][:6])
+                self.met[(name, str(kwargs.get("key")))] = " < ".join(frames[::-1][:12])
         return self.previous(*args, **kwargs) if self.previous is not None else None
 
