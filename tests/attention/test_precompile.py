@@ -156,6 +156,40 @@ def test_replay_plans_each_graph_as_its_capture_does():
             plan.strategy == "split")
 
 
+def test_a_full_graphs_eager_warmup_plans_as_its_capture():
+    """vLLM runs each FULL graph's dummy batch eagerly once before capturing it, through
+    `build`: under `warming_full_graph` the builder plans that run as the capture will
+    (session 35: eager plans of the dummy batches were 3 PAD binaries the precompile had not
+    compiled, met inside the capture), and keeps no plan for it; outside, eager plans."""
+    from vllm_bass.attention import capturing_uniform_batch, warming_full_graph
+
+    builder = _builder(32, 32, drafts=4)
+    table = torch.zeros(64, 256, dtype=torch.int32)
+    for uniform, reqs, tokens, query_len in ((True, 48, 48, 1), (False, 64, 320, 5)):
+        cm = SimpleNamespace(num_reqs=reqs, num_actual_tokens=tokens, max_query_len=query_len,
+                             max_seq_len=query_len,
+                             query_start_loc=torch.zeros(reqs + 1, dtype=torch.int32),
+                             seq_lens=torch.ones(reqs, dtype=torch.int32),
+                             block_table_tensor=table[:reqs],
+                             slot_mapping=torch.zeros(tokens, dtype=torch.int64))
+        uniform_token = capturing_uniform_batch.set(uniform)
+        try:
+            eager = builder.build(0, cm)
+            warming = warming_full_graph.set(True)
+            try:
+                warm = builder.build(0, cm)
+            finally:
+                warming_full_graph.reset(warming)
+            assert builder._captured_plans == [], "the warm-up's plans belong to no graph"
+            captured = builder.build_for_cudagraph_capture(cm)
+        finally:
+            capturing_uniform_batch.reset(uniform_token)
+        assert not eager.any_batch and warm.any_batch
+        assert (warm.plan, warm.plan_seq_len, warm.expected_batch) == (
+            captured.plan, captured.plan_seq_len, captured.expected_batch)
+        builder._captured_plans.clear()
+
+
 def test_draft_step_graphs_replay_through_the_drafting_build():
     """The draft step graphs are built by `build_for_drafting` (plans for exactly their
     rows, not any batch): their launches are not ANY_BATCH ones."""

@@ -174,21 +174,28 @@ def test_verification_graphs_are_captured_from_verification_shaped_batches():
     assert q == 8 and mode == CUDAGraphMode.PIECEWISE
 
 
+@pytest.mark.parametrize("mode", ["FULL", "PIECEWISE"])
 @pytest.mark.parametrize("uniform", [True, False])
-def test_graph_capture_tells_attention_whether_its_batches_are_uniform(uniform):
+def test_graph_capture_tells_attention_whether_its_batches_are_uniform(uniform, mode):
     """While vLLM captures a graph, the attention builders can read whether it is a
-    uniform decode graph (exact request count) or a mixed one; never outside a capture."""
+    uniform decode graph (exact request count) or a mixed one, and whether it is a FULL
+    graph (whose eager warm-up then plans as its capture); never outside a capture."""
     from types import SimpleNamespace
 
-    from vllm_bass.attention import capturing_uniform_batch
+    from vllm.config import CUDAGraphMode
+
+    from vllm_bass.attention import capturing_uniform_batch, warming_full_graph
     from vllm_bass.worker.model_runner import bass_runner_class
 
     class _Runner:
         def _warmup_and_capture(self, desc, cudagraph_runtime_mode, *args, **kwargs):
-            return capturing_uniform_batch.get(), self.cudagraph_dispatcher.capturing
+            return (capturing_uniform_batch.get(), warming_full_graph.get(),
+                    self.cudagraph_dispatcher.capturing)
 
     runner = bass_runner_class(_Runner)()
     runner.cudagraph_dispatcher = SimpleNamespace(capturing=None)
-    seen = runner._warmup_and_capture(SimpleNamespace(uniform=uniform), "FULL")
-    assert seen == (uniform, "FULL")
-    assert capturing_uniform_batch.get() is False and runner.cudagraph_dispatcher.capturing is None
+    mode = CUDAGraphMode[mode]
+    seen = runner._warmup_and_capture(SimpleNamespace(uniform=uniform), mode)
+    assert seen == (uniform, mode == CUDAGraphMode.FULL, mode)
+    assert capturing_uniform_batch.get() is False and warming_full_graph.get() is False
+    assert runner.cudagraph_dispatcher.capturing is None

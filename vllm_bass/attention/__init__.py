@@ -18,6 +18,14 @@ BACKEND_CLASS_PATH = "vllm_bass.attention.backend.BassAttentionBackend"
 capturing_uniform_batch: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "bass_capturing_uniform_batch", default=False)
 
+# True while the BASS runner captures a FULL CUDA graph: vLLM first runs the graph's dummy
+# batch eagerly (`cudagraph_num_of_warmups`, 1 with graphs on), building its metadata with
+# `build`; the builder then plans as the capture will, so the warm-up runs (and compiles)
+# the binaries the graph bakes in, not eager plans of a dummy batch (3 PAD binaries, ~6 s
+# of a 7B start-up's capture, session 35).
+warming_full_graph: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "bass_warming_full_graph", default=False)
+
 
 def register_bass_attention_backend() -> bool:
     """Point vLLM's CUSTOM attention backend at ours. Returns False (and does
@@ -30,4 +38,5 @@ def register_bass_attention_backend() -> bool:
     return True
 
 
-__all__ = ["BACKEND_CLASS_PATH", "capturing_uniform_batch", "register_bass_attention_backend"]
+__all__ = ["BACKEND_CLASS_PATH", "capturing_uniform_batch", "register_bass_attention_backend",
+           "warming_full_graph"]

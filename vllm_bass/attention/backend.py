@@ -270,19 +270,22 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
         for a mixed-batch graph PAD or SPLIT is chosen for the fewest requests its tokens
         likely hold (each bringing the expected query length): a SPLIT launch that meets
         more requests costs a few percent, a PAD launch that meets few long ones up to 5x."""
+        md = self._build_as_captured(common_attn_metadata)
+        self._captured_plans.append(md.plans)  # the graph keeps using their workspaces
+        return md
+
+    def _build_as_captured(self, cm: CommonAttentionMetadata) -> BassAttentionMetadata:
+        """`build_for_cudagraph_capture`'s plans, kept by no graph."""
         from vllm_bass.attention import capturing_uniform_batch
 
-        cm = common_attn_metadata
         if capturing_uniform_batch.get():
             query_len, batch = cm.max_query_len, cm.num_reqs
         else:  # vLLM's and our dummy batches hold longer queries than verifications bring
             query_len = (self.expected_query_len if self.expected_query_len > 1
                          else cm.max_query_len)
             batch = min(cm.num_reqs, -(-cm.num_actual_tokens // query_len))
-        md = self.build(0, cm, plan_seq_len=self.max_model_len, any_batch=True,
-                        expected_batch=batch, expected_query_len=query_len)
-        self._captured_plans.append(md.plans)  # the graph keeps using their workspaces
-        return md
+        return self.build(0, cm, plan_seq_len=self.max_model_len, any_batch=True,
+                          expected_batch=batch, expected_query_len=query_len)
 
     def build(
         self,
@@ -294,6 +297,11 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
         expected_batch: int = 0,
         expected_query_len: int = 0,
     ) -> BassAttentionMetadata:
+        from vllm_bass.attention import warming_full_graph
+
+        if not any_batch and warming_full_graph.get():
+            # vLLM's eager warm-up of a FULL graph about to be captured: the capture's plans
+            return self._build_as_captured(common_attn_metadata)
         paged_attention, _ = _kernels()
         cm = common_attn_metadata
         num_reqs = cm.num_reqs

@@ -119,6 +119,10 @@ _FIXED: tuple[Surface, ...] = (
     Surface("triton.runtime._async_compile.AsyncCompileMode", "private",
             "vllm_bass.attention.precompile", "Triton's parallel compiles (warmup on a pool)",
             "Triton makes parallel warm-up public"),
+    Surface("triton.knobs.runtime_knobs.jit_post_compile_hook", "private",
+            "vllm_bass.attention.precompile", "while the graphs are captured: where each "
+            "attention compile the precompile missed was met (its log line); chained",
+            "the captures compile nothing the precompile misses, on every engine shape"),
     Surface("vllm.vllm_flash_attn.flash_attn_varlen_func", "private",
             "vllm_bass.attention.backend",
             "prefill steps (64+ token queries) on FA3 over our cache views; our kernels ran "

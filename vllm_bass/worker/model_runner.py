@@ -131,15 +131,18 @@ class BassModelRunnerMixin:
         """vLLM's capture, with two BASS twists (`cuda_graphs`): the dispatcher knows which
         mode is being captured, and a FULL mixed-batch graph is captured from a
         verification-shaped dummy batch (requests of 1 + K tokens: vLLM's uniform dummy
-        batch with that query length) instead of one query as long as the batch."""
-        from vllm_bass.attention import capturing_uniform_batch
+        batch with that query length) instead of one query as long as the batch. A FULL
+        graph's eager warm-up run plans its attention as the capture does
+        (`attention.warming_full_graph`)."""
+        from vllm_bass.attention import capturing_uniform_batch, warming_full_graph
 
         dispatcher = self.cudagraph_dispatcher
         dispatcher.capturing = cudagraph_runtime_mode  # see cuda_graphs.BassCudagraphDispatcher
         uniform = capturing_uniform_batch.set(bool(getattr(desc, "uniform", False)))
+        full = getattr(cudagraph_runtime_mode, "name", None) == "FULL"
+        warming = warming_full_graph.set(full)
         query_len = getattr(dispatcher, "full_max_query_len", None)
-        verification = bool(query_len and not getattr(desc, "uniform", False)
-                            and getattr(cudagraph_runtime_mode, "name", None) == "FULL")
+        verification = bool(query_len and not getattr(desc, "uniform", False) and full)
         saved_query_len = getattr(self, "uniform_decode_query_len", None)
         if verification:
             import dataclasses
@@ -152,6 +155,7 @@ class BassModelRunnerMixin:
         finally:
             dispatcher.capturing = None
             capturing_uniform_batch.reset(uniform)
+            warming_full_graph.reset(warming)
             if verification:
                 dispatcher.capturing_verification = False
                 self.uniform_decode_query_len = saved_query_len
