@@ -34,12 +34,14 @@ import itertools
 import json
 import math
 import os
+import re
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -476,6 +478,41 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
         return json.loads(out_path.read_text())
 
 
+_LOG_TIME = re.compile(r"(\d\d-\d\d \d\d:\d\d:\d\d)")
+_PHASES = {  # engine log line -> (key, how several add up)
+    "torch_compile_s": (re.compile(r"torch\.compile took ([\d.]+) s in total"), sum),
+    "graph_capture_s": (re.compile(r"Graph capturing finished in ([\d.]+) secs"), sum),
+    "init_engine_s": (re.compile(r"init engine \(.*\) took ([\d.]+) s"), max),
+    "precompiled": (re.compile(r"compiled (\d+) attention kernel binaries for the CUDA "
+                               r"graphs ahead"), sum),
+    "precompile_s": (re.compile(r"attention kernel binaries for the CUDA graphs ahead .* "
+                                r"in ([\d.]+) s"), sum),
+    "capture_misses": (re.compile(r"captures compiled (\d+) attention kernel binaries"), sum),
+}
+
+
+def startup_phases(log_text: str) -> dict:
+    """An engine's start-up by phase, read from its log (so an engine cut before its rows
+    still has one): torch.compile, graph capture and engine-init seconds, our precompile's
+    binaries and seconds, the binaries the captures still compiled, the JIT compiles vLLM's
+    monitor saw while serving, and the seconds from the log's first line to the engine's
+    init line (`log_to_ready_s`)."""
+    phases: dict = {}
+    for key, (pattern, combine) in _PHASES.items():
+        found = [float(x) for x in pattern.findall(log_text)]
+        if found:
+            phases[key] = combine(found)
+    phases["jit_in_serving"] = log_text.count("JIT compilation during inference")
+    lines = log_text.splitlines()
+    first = next((m for m in map(_LOG_TIME.search, lines) if m), None)
+    ready = next((_LOG_TIME.search(line) for line in lines if "init engine (" in line), None)
+    if first and ready:  # vLLM's log stamps carry no year: 2000 (a leap year) for both
+        t0, t1 = (datetime.strptime(f"2000-{m.group(1)}", "%Y-%m-%d %H:%M:%S")
+                  for m in (first, ready))
+        phases["log_to_ready_s"] = (t1 - t0).total_seconds() % (366 * 86400)
+    return phases
+
+
 # --------------------------------------------------------------------------------- report
 def median_ms(row: dict) -> float:
     """A row's median over its timed repeats: the report's second view, since best-of
@@ -623,6 +660,10 @@ def _startup_lines(data: dict) -> list[str]:
     for r in data["rows"]:
         if r.get("startup_s") is not None:
             engines.setdefault((r["system"], r["draft"]), r)
+    phases = data.get("startup_phases", {})
+    for name in phases:
+        system, draft = name.split("/", 1)
+        engines.setdefault((system, draft), {})
     if not engines:
         return []
     kernels = data.get("startup_kernels", {})
@@ -631,12 +672,24 @@ def _startup_lines(data: dict) -> list[str]:
                    "reused its torch.compile cache")
     lines = ["", f"Start-up (each engine on {caches}; the first engine of a run may also "
                  "read vLLM from a cold disk cache):", "",
-             "| system | draft | seconds | Triton compiles | most compiled |",
-             "|---|---|---|---|---|"]
+             "| system | draft | seconds | log to ready | torch.compile | graph capture | "
+             "precompiled (s) | capture misses | JIT while serving | Triton compiles | "
+             "most compiled |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def f(value, digits=0):
+        return "—" if value is None else f"{value:.{digits}f}"
+
     for (system, draft), r in sorted(engines.items()):
         names = kernels.get(f"{system}/{draft}", {})
         top = ", ".join(f"{k} {v}" for k, v in sorted(names.items(), key=lambda kv: -kv[1])[:4])
-        lines.append(f"| {system} | {draft} | {r['startup_s']:.0f} | "
+        p = phases.get(f"{system}/{draft}", {})
+        ahead = ("—" if "precompiled" not in p
+                 else f"{p['precompiled']:.0f} ({f(p.get('precompile_s'), 1)})")
+        lines.append(f"| {system} | {draft} | {f(r.get('startup_s'))} | "
+                     f"{f(p.get('log_to_ready_s'))} | {f(p.get('torch_compile_s'))} | "
+                     f"{f(p.get('graph_capture_s'))} | {ahead} | {f(p.get('capture_misses'))} | "
+                     f"{f(p.get('jit_in_serving'))} | "
                      f"{r.get('startup_triton_compiles', '—')} | {top or '—'} |")
     return lines
 
@@ -757,6 +810,10 @@ def main() -> None:
                                  startup_triton_compiles=sum(kernels.values()))
                     if kernels:  # Triton compiles of the engine's start-up, by kernel
                         data.setdefault("startup_kernels", {})[f"{system}/{draft}"] = kernels
+                    log = log_dir / f"{system}_{draft if draft != '-' else '4x1024'}.log"
+                    if log.exists():  # also for an engine that wrote no rows
+                        data.setdefault("startup_phases", {})[f"{system}/{draft}"] = \
+                            startup_phases(log.read_text(errors="replace"))
                     data["rows"] = [r for r in data["rows"] if not (
                         r["system"] == system and r["draft"] == draft
                         and (r["acceptance"], r["batch"]) in {
