@@ -7,6 +7,8 @@
 #   bash scripts/gpu_tests.sh rest     # server via `vllm serve`, CUSTOM attention engine,
 #                                      # bad input, patches, plugin, scheduler, runner
 #   bash scripts/gpu_tests.sh          # both (two calls' worth)
+#   bash scripts/gpu_tests.sh multigpu # 2+ GPUs: tensor parallel 2, multiprocessing and Ray
+#                                      # (Ray: source .gpubundle-ray/setup.sh first)
 # Extra arguments go to pytest. The kernel tests: benchmarks/kernels/run_kernels_gpu.sh.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -19,8 +21,11 @@ case "$part" in
   rest) targets=(tests); ignore=(--ignore=tests/test_engine_greedy.py
         --ignore=tests/test_engine_greedy_async.py --ignore=tests/sampling) ;;
   all) targets=(tests); ignore=() ;;
-  *) echo "usage: $0 [engine|rest|all] [pytest args]" >&2; exit 2 ;;
+  multigpu) targets=(tests/test_engine_tensor_parallel.py); ignore=() ;;
+  *) echo "usage: $0 [engine|rest|all|multigpu] [pytest args]" >&2; exit 2 ;;
 esac
+marker=gpu
+[ "$part" = multigpu ] && marker=multigpu
 nvidia-smi --query-gpu=name,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
-python3 -m pytest -m gpu -v -rs --durations=15 -p no:cacheprovider "$@" "${targets[@]}" \
+python3 -m pytest -m "$marker" -v -rs --durations=15 -p no:cacheprovider "$@" "${targets[@]}" \
   --ignore=tests/kernels "${ignore[@]}" 2>&1 | tee "$OUT/gpu_tests_$part.txt"
