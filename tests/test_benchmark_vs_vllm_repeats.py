@@ -107,9 +107,10 @@ def test_repeats_go_on_while_every_repeat_compiled_a_kernel():
         state = {"compiled": 0, "runs": 0}
 
         def run_once():
-            state["compiled"] += compiles_per_run[state["runs"]]
+            compiles = compiles_per_run[state["runs"]]
             state["runs"] += 1
-            return 1.0 if compiles_per_run[state["runs"] - 1] == 0 else 5.0
+            state["compiled"] += compiles
+            return 5.0 if compiles else 1.0
         return run_once, lambda: state["compiled"]
 
     run_once, compiled = engine([2, 1, 1, 0, 0, 0, 0])
