@@ -123,3 +123,23 @@ def test_repeats_go_on_while_every_repeat_compiled_a_kernel():
     run_once, compiled = engine([1] * 10)  # never clean: capped
     results, compiles = vs_vllm.repeat_until_clean(run_once, compiled, repeats=2, extra=3)
     assert len(results) == 5 and all(compiles)
+
+
+def test_runs_split_over_gpus_merge_into_one_report(tmp_path):
+    """Two processes of one host (one a GPU) measured different systems: one JSON, one
+    table, vLLM's best K taken over both parts; a part of another experiment is refused."""
+    def part(system, ms, **extra):
+        return dict({"device": "H200", "prompt_len": 128, "max_tokens": 128,
+                     "rows": [{"system": system, "draft": "4x1024", "acceptance": "0.7",
+                               "batch": 8, "ms_per_token": ms}],
+                     "startup_phases": {f"{system}/4x1024": {"graph_capture_s": 1.0}}},
+                    **extra)
+    merged = vs_vllm.merge_results({"rows": []}, [part("vllm_k2", 3.0), part("vllm_k5", 2.5),
+                                                  part("vllm_k2", 2.8)])
+    assert sorted((r["system"], r["ms_per_token"]) for r in merged["rows"]) == [
+        ("vllm_k2", 2.8), ("vllm_k5", 2.5)]
+    assert set(merged["startup_phases"]) == {"vllm_k2/4x1024", "vllm_k5/4x1024"}
+    assert vs_vllm.best_vllm(merged["rows"], "4x1024", "0.7", 8)["system"] == "vllm_k5"
+    with pytest.raises(SystemExit, match="prompt"):
+        vs_vllm.merge_results({"rows": []}, [part("plain", 5.0),
+                                             part("vllm_k3", 3.0, prompt_len=512)])

@@ -19,6 +19,8 @@ measured at every setting with one start-up. vLLM runs with --async-scheduling (
 fastest mode for draft_model); BASS with nothing but the draft and the synthetic rates.
 Rows append to --out.json, so the matrix can be split across calls on one machine
 (`--systems`, `--drafts`, ...); `--report` writes the markdown table and the plots.
+`--merge A.json,B.json` joins runs split over GPUs of one host (one process a GPU, run at
+the same time) into --out and reports them together.
 
 `--workload continuous` (one workload a file): instead of a closed batch, 4x the batch in
 requests with the batch kept in flight, as a server's continuous batching does; ms/token =
@@ -750,6 +752,36 @@ def _plot(rows, keys, path: Path) -> None:
     fig.savefig(path, dpi=80)
 
 
+def merge_results(data: dict, others: list[dict]) -> dict:
+    """Rows of runs split over one host's GPUs joined into `data`: every part must be the
+    same experiment (device, prompt and output length, workload); a later part's row
+    replaces an earlier one under the same (system, draft, acceptance, batch)."""
+    def key(r):
+        return r["system"], r["draft"], r["acceptance"], r["batch"]
+
+    def setting(d):
+        return (d.get("device"), d.get("prompt_len"), d.get("max_tokens"),
+                {r.get("workload", "closed") for r in d.get("rows", [])} or {"closed"})
+
+    parts = ([data] if data.get("rows") else []) + list(others)
+    if not parts:
+        raise SystemExit("--merge: no rows in any part")
+    for d in parts[1:]:
+        if setting(d) != setting(parts[0]):
+            raise SystemExit(f"--merge: parts differ in device / prompt / output length / "
+                             f"workload: {setting(parts[0])} vs {setting(d)}")
+    merged = {k: v for k, v in parts[0].items() if k != "rows"}
+    rows: dict = {}
+    for d in parts:
+        for r in d["rows"]:
+            rows[key(r)] = r
+        for field in ("startup_kernels", "startup_phases"):
+            merged.setdefault(field, {}).update(d.get(field) or {})
+    merged["rows"] = list(rows.values())
+    merged["merged_parts"] = len(parts)
+    return merged
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--systems", default=",".join(SYSTEMS))
@@ -775,6 +807,9 @@ def main() -> None:
     p.add_argument("--trace-dir", default=None)
     p.add_argument("--out", default=str(REPO / "benchmarks/results/vs_vllm"))
     p.add_argument("--report", action="store_true", help="only rewrite the table and plots")
+    p.add_argument("--merge", default="",
+                   help="comma-separated JSONs of one experiment split over GPUs: joined "
+                   "into --out, then reported (no engine runs)")
     p.add_argument("--profile-dir", default="",
                    help="diagnosis: after timing, one more run of --profile-batches x "
                    "--profile-acceptance under vLLM's torch profiler (traces here)")
@@ -793,7 +828,11 @@ def main() -> None:
     out = Path(args.out)
     path = out.with_suffix(".json")
     data = json.loads(path.read_text()) if path.exists() else {"rows": []}
-    if not args.report:
+    if args.merge:
+        data = merge_results(data, [json.loads(Path(f).read_text())
+                                    for f in args.merge.split(",") if f])
+        path.write_text(json.dumps(data, indent=1))
+    elif not args.report:
         kept = {r.get("workload", "closed") for r in data["rows"]}
         if kept - {args.workload}:
             raise SystemExit(f"{path} holds {sorted(kept)} rows; --workload {args.workload} "
