@@ -9,7 +9,11 @@ shows up before a device call is spent on it.
     python benchmarks/e2e/sim_closed_batch.py --batches 8,64,256 --acceptance 0.8,mix
 
 Reports, per (acceptance, batch), plain decoding's makespan over BASS's and over a fixed-K
-policy without auto-off (vLLM draft_model's shape of plan, not its host costs).
+policy without auto-off (vLLM draft_model's shape of plan, not its host costs). Plain
+decoding runs on the same simulated device and scheduler, drafting nothing (`NeverDraft`):
+its prefill and its contexts' growth are timed as BASS's are (before session 38 its
+makespan was max_tokens decode steps at the prompt's context, which flattered BASS's ratio
+at long prompts).
 """
 
 from __future__ import annotations
@@ -71,6 +75,11 @@ def kv_per_weight_7b() -> float:
         cache_config=SimpleNamespace(cache_dtype="auto")))
 
 
+# the draft's terms of the law scaled by this (--draft-cost-scale): a held-out draft shape
+# dearer than session 18's 4x1024 (a 5x1280 draft's weights are 1.56x)
+DRAFT_COST_SCALE = [1.0]
+
+
 def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
                  other_tokens: int = 0, cached_tokens: int = 0) -> float:
     """Robust least-squares fit over the 4057 decode steps of session 18's call-1 H100 trace
@@ -80,14 +89,16 @@ def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
     pass), each draft step 0.17 + 0.0036 ms per request, each verified draft token 0.0072 ms."""
     ms = 5.68 + 0.049 * batch + 0.0072 * verify_tokens + PREFILL_TOKEN_MS * other_tokens
     if draft_steps:
-        ms += 0.55 + 0.006 * batch + draft_steps * (0.17 + 0.0036 * batch)
+        ms += DRAFT_COST_SCALE[0] * (0.55 + 0.006 * batch
+                                     + draft_steps * (0.17 + 0.0036 * batch))
     if KNEE_LAW[0]:
         decode_tokens = batch + verify_tokens
         past = min(decode_tokens, max(0, decode_tokens + other_tokens - KNEE_TOKENS))
         ms += KNEE_EXTRA_MS_PER_TOKEN * past
     if CONTEXT_LAW[0] and cached_tokens:  # cached tokens of the step's decoding requests
         extra = max(0, cached_tokens - LAW_CONTEXT * batch)
-        ms += KV_MS_PER_CACHED_TOKEN * extra + DRAFT_KV_MS_PER_CACHED_TOKEN * extra * draft_steps
+        ms += (KV_MS_PER_CACHED_TOKEN * extra
+               + DRAFT_COST_SCALE[0] * DRAFT_KV_MS_PER_CACHED_TOKEN * extra * draft_steps)
     return ms
 
 
@@ -108,10 +119,34 @@ def scheduler(batch: int, policy: str, k: int, auto_off: bool, async_scheduling:
     return sched
 
 
+class NeverDraft:
+    """Plain decoding's plan: no drafts, ever (a `DraftLengthPolicy`). On BASS's scheduler
+    and the simulated device, plain decoding's steps are scheduled, prefilled and timed as
+    BASS's are."""
+
+    name, stops_at_knee = "plain", False
+
+    def plan(self, req_ids):
+        from vllm_bass.policy.policies import DraftPlan
+
+        return DraftPlan(0)
+
+    def observe(self, verified) -> None:
+        pass
+
+    def forget(self, req_id: str) -> None:
+        pass
+
+
 def system_scheduler(system: str, batch: int):
-    """`kN`: fixed K=N without auto-off (vLLM draft_model's shape of plan, not its host
-    costs); anything else: BASS's default policy (per_request, bound 16, auto-off); both
-    async, with vLLM's largest CUDA-graph size (512) as the verification budget."""
+    """`plain`: no drafts (`NeverDraft`); `kN`: fixed K=N without auto-off (vLLM
+    draft_model's shape of plan, not its host costs); anything else: BASS's default policy
+    (per_request, bound 16, auto-off); all async, with vLLM's largest CUDA-graph size (512)
+    as the verification budget."""
+    if system == "plain":
+        sched = scheduler(batch, "fixed", 1, False, True, 512)
+        sched.bass_policy = NeverDraft()
+        return sched
     if system.startswith("k"):
         return scheduler(batch, "fixed", int(system[1:]), False, True, 512)
     return scheduler(batch, "per_request", 16, True, True, 512)
@@ -238,6 +273,14 @@ def run_continuous(sched, alphas: list[float], max_tokens: int, concurrency: int
     return {"tokens_per_ms": window[1] / window[0], "steps": device.steps}
 
 
+def plain_makespan_ms(batch: int, max_tokens: int, prompt_len: int, seeds: int = 1) -> float:
+    """Plain decoding's closed batch on the simulated device (its prefill and context growth
+    included), the mean over `seeds` (the step-time jitter)."""
+    times = [run_batch(system_scheduler("plain", batch), [0.0] * batch, max_tokens, seed,
+                       prompt_len)["ms"] for seed in range(seeds)]
+    return statistics.mean(times)
+
+
 def alphas_for(acceptance: str, batch: int) -> list[float]:
     if acceptance == "mix":
         return [MIX_PATTERN[i % 4] for i in range(batch)]
@@ -261,9 +304,12 @@ def main() -> None:
                     help="decode steps pay for their cached tokens (CONTEXT_LAW)")
     ap.add_argument("--knee-law", action="store_true",
                     help="decode tokens past the GEMMs' knee cost more (KNEE_LAW)")
+    ap.add_argument("--draft-cost-scale", type=float, default=1.0,
+                    help="the law's draft terms times this (a dearer draft shape)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     JITTER[0] = args.jitter
+    DRAFT_COST_SCALE[0] = args.draft_cost_scale
     CONTEXT_LAW[0] = args.context_law
     KNEE_LAW[0] = args.knee_law
     MAX_MODEL_LEN[0] = max(512, args.prompt_len + args.max_tokens + 64)
@@ -271,7 +317,7 @@ def main() -> None:
     for acceptance in args.acceptance.split(","):
         for batch in (int(b) for b in args.batches.split(",")):
             alphas = alphas_for(acceptance, batch)
-            plain = args.max_tokens * h100_step_ms(batch, 0, 0)
+            plain = plain_makespan_ms(batch, args.max_tokens, args.prompt_len, args.seeds)
             row = {"acceptance": acceptance, "batch": batch, "plain_ms": plain}
             systems = [("bass", "per_request", 16, True)] + [
                 (f"k{k}", "fixed", int(k), False) for k in args.fixed_k.split(",") if k]

@@ -70,9 +70,7 @@ def makespan_ratio(variant: str, acceptance: str, batch: int, seeds: int) -> flo
             configure(variant, sched)
         scb.run_batch(sched, alphas, 128, 1000 + 17 * seed, PROMPT_LEN[0])  # warm
         times.append(scb.run_batch(sched, alphas, 128, seed, PROMPT_LEN[0])["ms"])
-    # plain decoding's decode steps (no prefill, contexts as at the prompt's end): the
-    # variants compare among themselves
-    return 128 * scb.h100_step_ms(batch, 0, 0, 0, batch * PROMPT_LEN[0]) / statistics.mean(times)
+    return scb.plain_makespan_ms(batch, 128, PROMPT_LEN[0], seeds) / statistics.mean(times)
 
 
 PROMPT_LEN = [8]
@@ -91,9 +89,12 @@ def main() -> None:
                     help="decode steps pay for their cached tokens (sim_closed_batch)")
     ap.add_argument("--knee-law", action="store_true",
                     help="decode tokens past the GEMMs' knee cost more (KNEE_LAW)")
+    ap.add_argument("--draft-cost-scale", type=float, default=1.0,
+                    help="the law's draft terms times this (sim_closed_batch)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     scb.JITTER[0] = args.jitter
+    scb.DRAFT_COST_SCALE[0] = args.draft_cost_scale
     scb.CONTEXT_LAW[0] = args.context_law
     scb.KNEE_LAW[0] = args.knee_law
     PROMPT_LEN[0] = args.prompt_len
@@ -112,7 +113,8 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(
             {"device": "none (simulated H100 step law)", "seeds": args.seeds,
              "jitter": args.jitter, "prompt_len": args.prompt_len,
-             "context_law": args.context_law, "knee_law": args.knee_law, "rows": rows}, indent=1))
+             "context_law": args.context_law, "knee_law": args.knee_law,
+             "draft_cost_scale": args.draft_cost_scale, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,63 @@
+"""benchmarks/e2e/sim_closed_batch.py: plain decoding's makespan comes from the same
+simulated device and scheduler as BASS's, so its prefill and its contexts' growth count
+(session 38 found the old baseline, decode steps at the prompt's context only, flattering
+BASS at long prompts)."""
+
+import pytest
+
+from benchmarks.e2e import sim_closed_batch as scb
+
+pytestmark = [pytest.mark.cpu]
+
+
+@pytest.fixture
+def law():
+    """The module's switches, restored after the test."""
+    saved = (scb.JITTER[0], scb.CONTEXT_LAW[0], scb.KNEE_LAW[0], scb.DRAFT_COST_SCALE[0],
+             scb.MAX_MODEL_LEN[0])
+    yield scb
+    (scb.JITTER[0], scb.CONTEXT_LAW[0], scb.KNEE_LAW[0], scb.DRAFT_COST_SCALE[0],
+     scb.MAX_MODEL_LEN[0]) = saved
+
+
+def test_plain_decoding_is_simulated_with_its_prefill_and_growing_contexts(law):
+    law.JITTER[0], law.CONTEXT_LAW[0] = 0.0, True
+    batch, prompt, tokens = 4, 256, 32
+    law.MAX_MODEL_LEN[0] = 512
+    sched = law.system_scheduler("plain", batch)
+    run = law.run_batch(sched, [0.0] * batch, tokens, seed=0, prompt_len=prompt)
+    # one step a token (the first one the prefill's), no drafts ever
+    assert run["verified"] == 0
+    assert tokens <= run["steps"] <= tokens + 2
+    decode_only = tokens * law.h100_step_ms(batch, 0, 0, 0, batch * prompt)
+    prefill = law.PREFILL_TOKEN_MS * batch * (prompt - 1)
+    # the prefill and the contexts' growth (each decode step reads one more token a request)
+    growth = law.KV_MS_PER_CACHED_TOKEN * batch * tokens * (tokens - 1) / 2
+    assert run["ms"] == pytest.approx(decode_only + prefill + growth, rel=0.05)
+    assert law.plain_makespan_ms(batch, tokens, prompt) == pytest.approx(run["ms"])
+
+
+def test_a_useless_draft_leaves_bass_near_plain_decoding_at_long_prompts(law):
+    """Acceptance 0: auto-off keeps BASS within a few percent of plain decoding on the same
+    simulated device (probes cost a little: 0.98x); the old baseline, which left out the
+    prefill and the contexts' growth, put it 9% behind here."""
+    law.JITTER[0], law.CONTEXT_LAW[0] = 0.0, True
+    batch, prompt, tokens = 4, 256, 64
+    law.MAX_MODEL_LEN[0] = 512
+    plain = law.plain_makespan_ms(batch, tokens, prompt)
+    bass = law.run_batch(law.system_scheduler("bass", batch), [0.0] * batch, tokens, seed=0,
+                         prompt_len=prompt)["ms"]
+    assert 0.95 <= plain / bass <= 1.0
+    old_baseline = tokens * law.h100_step_ms(batch, 0, 0)
+    assert old_baseline / bass < 0.93
+
+
+def test_a_dearer_draft_scales_only_the_drafts_terms(law):
+    law.CONTEXT_LAW[0] = False
+    plain = law.h100_step_ms(8, 0, 0)
+    drafting = law.h100_step_ms(8, 3, 24)
+    law.DRAFT_COST_SCALE[0] = 2.0
+    assert law.h100_step_ms(8, 0, 0) == plain
+    verify = 0.0072 * 24
+    assert law.h100_step_ms(8, 3, 24) - plain - verify == pytest.approx(
+        2 * (drafting - plain - verify))
