@@ -36,6 +36,9 @@
 #                                       # timing, then the seeded engine tests
 #   bash scripts/gpu_bench.sh splits    # session 27: the attention kernel GPU tests, the
 #                                       # small-grid tune (split counts), the 96-shape sweep
+#   bash scripts/gpu_bench.sh marginal_trace  # session 39: session 38's losing cell (alpha
+#                                       # 0.4, batch 16, 5x1280) traced, with bass_off and
+#                                       # plain_v1; plan_summary.py says why BASS drafted so
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
 #                                       # the any-batch grid vs the direct grid),
 #                                       # then the engine tests outside the engine part
@@ -196,6 +199,24 @@ case "${1:-}" in
       2>&1 | tee "$W/gpu_tests_default_attention.txt"
     cp "$W"/gpu_tests_*.txt "$OUT/" 2>/dev/null
     pack attn_default ;;
+  marginal_trace)  # session 39: session 38's losing cell (5x1280 draft, alpha 0.4, batch 16,
+    # 256-token prompts) with BASS's step and plan traces, BASS forced off (bass_off) and
+    # plain decoding on V1 (plain_v1): does the plan or the V1 floor lose there?
+    # MT_SYSTEMS / MT_ARGS override the systems and the setting; plan_summary reads the traces
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    cleanup
+    mkdir -p "$W/traces"
+    timeout "${VS_TIMEOUT:-540}" python3 benchmarks/e2e/vs_vllm.py --out "$W/marginal" \
+      --systems "${MT_SYSTEMS:-bass_default,plain,plain_v1,bass_off,vllm_k2}" \
+      ${MT_ARGS:---drafts 5x1280 --acceptance 0.4 --batches 16 --prompt-len 256} \
+      --max-tokens 128 --repeats 3 --timeout 200 --trace-dir "$W/traces" 2>&1 \
+      | tee "$W/marginal.log"
+    cp "$W/marginal.json" "$W/marginal.md" "$OUT/" 2>/dev/null
+    python3 benchmarks/e2e/plan_summary.py "$W"/traces/bass_default_*.csv \
+      ${MT_ALPHA:---alpha 0.4} --out "$OUT/plan_summary.json" 2>&1 | tee "$W/plan_summary.txt"
+    python3 benchmarks/e2e/step_shapes.py "$W"/traces/*.csv --out "$OUT/step_shapes.json"
+    cleanup
+    pack marginal_trace ;;
   matrix)  # session 10: one slice of issue 13's matrix per call (VS_ARGS), calls back to
     # back on one machine (gpu_uuid.txt says which); MATRIX_TESTS: pytest targets run first
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
