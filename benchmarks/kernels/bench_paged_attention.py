@@ -207,6 +207,21 @@ SPLIT_VARIANTS = [(128, 8, 3), (64, 4, 3)]
 SPLIT_COUNTS = (2, 3, 4, 6, 8, 12, 16, 24, 32)
 
 
+def pad_variants(args) -> list[tuple[int, int, int]]:
+    """--pad-variants "BN:WARPS:STAGES,..." (session 27's next step for batch 4 at 256 cached
+    tokens: fewer stages, smaller key tiles), else PAD_VARIANTS."""
+    if not getattr(args, "pad_variants", ""):
+        return PAD_VARIANTS
+    variants = []
+    for item in args.pad_variants.split(","):
+        try:
+            bn, nw, ns = (int(x) for x in item.split(":"))
+        except ValueError:
+            raise SystemExit(f"--pad-variants: {item!r} is not BLOCK_N:WARPS:STAGES") from None
+        variants.append((bn, nw, ns))
+    return variants
+
+
 def tune(args, sms, fa3, fa3_sched):
     """Graph-timed sweep: PAD with each tile variant, SPLIT counts x variants (splits of
     at least one key block), each in both program orders (sequence-major, head-major)."""
@@ -224,7 +239,7 @@ def tune(args, sms, fa3, fa3_sched):
                 t["fa3"] = bench_graph(c.fa3_fns(fa3, fa3_sched))
             for order in (False, True):
                 tag = "h" if order else "s"
-                for bn, nw, ns in PAD_VARIANTS:
+                for bn, nw, ns in pad_variants(args):
                     tiles = dataclasses.replace(base.tiles, block_n=bn, num_warps=nw, num_stages=ns,
                                                 head_fastest=order)
                     t[f"pad_{bn}_{nw}_{ns}_{tag}"] = bench_graph(c.bass_fns(type(base)("pad", 1, tiles)))
@@ -291,6 +306,8 @@ def main():
     ap.add_argument("--tune-contexts", default="", help="--tune: contexts (comma-separated)")
     ap.add_argument("--tune-batches", default="", help="--tune: batches (comma-separated)")
     ap.add_argument("--tune-out", default="paged_attention_tune.json")
+    ap.add_argument("--pad-variants", default="",
+                    help="--tune: PAD tiles as BLOCK_N:WARPS:STAGES,... (default: PAD_VARIANTS)")
     ap.add_argument("--prefill", action="store_true",
                     help="prefill / chunked-prefill shapes only (queries of 128-2048 tokens)")
     ap.add_argument("--no-eager", action="store_true", help="graph timing only")
