@@ -55,6 +55,9 @@ def configure(variant: str, sched) -> None:
         sched.bass_kv_per_weight = None
     elif variant == "sumknee":  # VLLM_BASS_KNEE_PRICE=sum (the default before session 32)
         sched._bass_knee_sum = True
+    elif variant == "closed_uniform":  # a closed batch drafts the cap for every request
+        policy = sched.bass_policy
+        policy.lengths_within = lambda alphas, cap: [cap] * len(alphas)
     elif variant == "s29fit":  # the step-cost fit before session 30
         sched.bass_costs = StepCostEstimator(session29_fit=True)
     elif variant != "default" and not variant.startswith("confident"):
