@@ -15,7 +15,8 @@ predicted speedup above which no off-step measures plain decoding), `hardknee` (
 256-token bound instead of the knee price), `s29fit` (the step-cost fit before session
 30: no per-request term, its prior scaled by every step's mean), `sumknee` (a token past
 the knee at the fitted price plus the knee's, the default before session 32; session 31's
-`overfitknee` is the default since), `default`.
+`overfitknee` is the default since), `closed_uniform` (session 39, dropped: a closed
+batch drafts its cap for every request, not ragged lengths within it), `default`.
 (Session 29's `offshareX`, the off-steps' least share of the cost fit, lives in git history
 at c63dd22.)
 
