@@ -5,6 +5,7 @@ import pytest
 
 from benchmarks.e2e import plan_summary
 from benchmarks.e2e import sim_closed_batch as scb
+from tests.test_benchmark_sim_closed_batch import law  # noqa: F401 (the fixture)
 from vllm_bass.policy.cost_model import StepCostModel
 
 pytestmark = [pytest.mark.cpu]
@@ -20,24 +21,20 @@ def test_fitted_speedup_prices_steps_as_the_policy_does():
             alpha, length, batch) == pytest.approx(expected)
 
 
-def test_a_simulated_on_off_run_is_summarised_from_its_own_trace(tmp_path, monkeypatch):
+def test_a_simulated_on_off_run_is_summarised_from_its_own_trace(tmp_path, monkeypatch, law):
     """Fixed K=2 switched off every other 6 steps (the test aid's cycle) on the simulated
     device: half the plans are off, and the measured shapes give exactly the law's
     speedup of K=2 over an off-step."""
     trace = tmp_path / "bass.csv"
     monkeypatch.setenv("VLLM_BASS_STEP_TRACE", str(trace))
     monkeypatch.setenv("VLLM_BASS_TEST_OFF_CYCLE", "6,6")
-    saved = (scb.JITTER[0], scb.CONTEXT_LAW[0], scb.KNEE_LAW[0])
-    scb.JITTER[0], scb.CONTEXT_LAW[0], scb.KNEE_LAW[0] = 0.0, False, False
-    try:
-        batch, alpha = 8, 0.6
-        sched = scb.system_scheduler("k2", batch)
-        scb.run_batch(sched, [alpha] * batch, 96, seed=0)
-        sched._bass_trace.flush()
-        sched._bass_plan_trace.flush()
-        (row,) = plan_summary.summarise(trace, alpha=alpha, top=1)["batches"]
-    finally:
-        scb.JITTER[0], scb.CONTEXT_LAW[0], scb.KNEE_LAW[0] = saved
+    law.JITTER[0], law.CONTEXT_LAW[0], law.KNEE_LAW[0] = 0.0, False, False
+    batch, alpha = 8, 0.6
+    sched = scb.system_scheduler("k2", batch)
+    scb.run_batch(sched, [alpha] * batch, 96, seed=0)
+    sched._bass_trace.flush()
+    sched._bass_plan_trace.flush()
+    (row,) = plan_summary.summarise(trace, alpha=alpha, top=1)["batches"]
     assert row["batch"] == batch
     assert 0.4 <= row["off_share"] <= 0.6 and row["probe_share"] == 0.0
     assert row["mean_length_when_on"] == pytest.approx(2.0)

@@ -10,14 +10,16 @@ from benchmarks.e2e import sim_closed_batch as scb
 pytestmark = [pytest.mark.cpu]
 
 
+SWITCHES = ("JITTER", "CONTEXT_LAW", "KNEE_LAW", "DRAFT_COST_SCALE", "MAX_MODEL_LEN")
+
+
 @pytest.fixture
 def law():
-    """The module's switches, restored after the test."""
-    saved = (scb.JITTER[0], scb.CONTEXT_LAW[0], scb.KNEE_LAW[0], scb.DRAFT_COST_SCALE[0],
-             scb.MAX_MODEL_LEN[0])
+    """The module, its switches (one-element lists) restored after the test."""
+    saved = {name: getattr(scb, name)[0] for name in SWITCHES}
     yield scb
-    (scb.JITTER[0], scb.CONTEXT_LAW[0], scb.KNEE_LAW[0], scb.DRAFT_COST_SCALE[0],
-     scb.MAX_MODEL_LEN[0]) = saved
+    for name, value in saved.items():
+        getattr(scb, name)[0] = value
 
 
 def test_plain_decoding_is_simulated_with_its_prefill_and_growing_contexts(law):

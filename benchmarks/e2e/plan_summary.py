@@ -24,9 +24,15 @@ import argparse
 import collections
 import json
 import statistics
+import sys
 from pathlib import Path
 
-MIN_STEPS = 5  # a shape measured fewer times gives no median
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.e2e.step_shapes import step_shapes  # noqa: E402
+from vllm_bass.policy.auto_off import expected_tokens, predicted_speedup  # noqa: E402
+from vllm_bass.policy.cost_model import StepCostModel  # noqa: E402
+
 LENGTHS = (1, 2, 3, 4)
 
 
@@ -34,29 +40,14 @@ def read_plans(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def read_steps(path: Path) -> list[tuple[int, int, int, float]]:
-    """(batch, draft steps, verified tokens, ms) of each pure-decode step (no prefill)."""
-    steps = []
-    for line in path.read_text().splitlines():
-        _end, batch, draft_steps, verify, ms, *other = line.split(",")
-        if other and int(other[0]):
-            continue
-        steps.append((int(batch), int(draft_steps), int(verify), float(ms)))
-    return steps
-
-
-def expected_tokens(alpha: float, length: int) -> float:
-    """1 + sum_{j=1..length} alpha^j: tokens a request emits drafting `length`."""
-    return 1.0 + sum(alpha ** j for j in range(1, length + 1))
-
-
 def fitted_speedup(cost: list[float], alpha: float, length: int, batch: int) -> float:
     """The fit's predicted speedup over plain decoding of `length` for each of `batch`
-    requests: the plans' relative costs [base, draft_pass, per_draft_step,
-    per_verify_token] as `StepCostModel.time_for` adds them (the knee's price left out)."""
+    requests, from the plans' relative costs [base, draft_pass, per_draft_step,
+    per_verify_token] (the knee's price left out)."""
     base, draft_pass, per_step, per_token = cost
-    step = base + draft_pass + per_step * length + per_token * length * batch
-    return expected_tokens(alpha, length) * base / step
+    model = StepCostModel(base=base, draft_pass=draft_pass, per_draft_step=per_step,
+                          per_verify_token=per_token)
+    return predicted_speedup(model, [alpha] * batch, [length] * batch)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -64,14 +55,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def shape_medians(steps, batch: int) -> dict[tuple[int, int], dict]:
-    """(draft steps, verified per request) -> steps and median ms at this batch size."""
-    groups: dict[tuple[int, int], list[float]] = collections.defaultdict(list)
-    for b, draft_steps, verify, ms in steps:
-        if b == batch and verify % batch == 0:
-            groups[(draft_steps, verify // batch)].append(ms)
-    return {key: {"steps": len(ms), "median_ms": statistics.median(ms)}
-            for key, ms in sorted(groups.items()) if len(ms) >= MIN_STEPS}
+def shape_medians(trace: Path, batch: int) -> dict[tuple[int, int], dict]:
+    """(draft steps, verified per request) -> steps and median ms of the trace's
+    pure-decode steps at this batch size (`step_shapes`: shapes seen often enough)."""
+    return {(s["draft_steps"], int(s["verify_per_request"])): s for s in step_shapes(trace)
+            if s["batch"] == batch and float(s["verify_per_request"]).is_integer()}
 
 
 def measured_speedups(shapes: dict, alpha: float) -> dict[int, float]:
@@ -88,7 +76,6 @@ def measured_speedups(shapes: dict, alpha: float) -> dict[int, float]:
 
 def summarise(trace: Path, alpha: float | None = None, top: int = 3) -> dict:
     plans = read_plans(trace.with_name(trace.name + ".plans"))
-    steps = read_steps(trace)
     by_batch: dict[int, list[dict]] = collections.defaultdict(list)
     for plan in plans:
         by_batch[plan["batch"]].append(plan)
@@ -102,7 +89,7 @@ def summarise(trace: Path, alpha: float | None = None, top: int = 3) -> dict:
         a_use = alpha if alpha is not None else a_med
         costs = [p["cost"] for p in group if p["cost"]]
         cost_med = [statistics.median(c[i] for c in costs) for i in range(4)] if costs else None
-        shapes = shape_medians(steps, batch)
+        shapes = shape_medians(trace, batch)
         row = {
             "batch": batch, "planned_steps": len(group),
             "off_share": round(len(off) / len(group), 3),
