@@ -15,9 +15,13 @@ MAX_TRACKED_MIB = 12.0  # the brief's limit for the whole tree, model weights in
 MAX_FILE_MIB = 8.0  # the embedded target's weights (5.5 MiB) are the largest legitimate file
 
 
-def _tracked_sizes() -> dict[str, int]:
+def _require_git_checkout() -> None:
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("not a git checkout")
+
+
+def _tracked_sizes() -> dict[str, int]:
+    _require_git_checkout()
     out = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True)
     sizes = {}
     for name in out.stdout.decode().split("\0"):
@@ -39,8 +43,7 @@ def test_the_tracked_tree_stays_under_the_limit():
 
 
 def test_the_gpu_bundles_are_ignored():
-    if shutil.which("git") is None or not (REPO / ".git").exists():
-        pytest.skip("not a git checkout")
+    _require_git_checkout()
     for path in (".gpubundle/site.tar.zst", ".gpubundle-ray/site.tar.zst"):
         ignored = subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO)
         assert ignored.returncode == 0, f"{path} is not git-ignored"
