@@ -103,6 +103,10 @@ EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
                  **{f"bass_fixed{k}_noknee": {"draft_length_policy": "fixed",
                                               "num_speculative_tokens": k, "auto_off": False,
                                               "verify_knee_tokens": 0} for k in range(1, 9)},
+                 # ... on vLLM's attention (FA3 on Hopper): is a step shape's cost ours?
+                 **{f"bass_fixed{k}_fa3": {"draft_length_policy": "fixed",
+                                           "num_speculative_tokens": k, "auto_off": False,
+                                           "attention": "vllm"} for k in range(1, 5)},
                  "bass_noknee": {"verify_knee_tokens": 0},
                  # the default policy under another bound on the draft length (the most
                  # drafts a request may get, the lookahead slots, the uniform graphs' size)
