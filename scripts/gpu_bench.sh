@@ -39,6 +39,9 @@
 #   bash scripts/gpu_bench.sh marginal_trace  # session 39: session 38's losing cell (alpha
 #                                       # 0.4, batch 16, 5x1280) traced, with bass_off and
 #                                       # plain_v1; plan_summary.py says why BASS drafted so
+#   bash scripts/gpu_bench.sh k1_premium  # session 40: fixed K=1 / 2 / 3 (ours) and K=1 on
+#                                       # FA3 at batch 8 / 4 / 2, 3 repeats, traced: is a
+#                                       # one-draft step dearer than a three-draft one?
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
 #                                       # the any-batch grid vs the direct grid),
 #                                       # then the engine tests outside the engine part
@@ -48,6 +51,17 @@ W=/tmp/gpu_bench
 mkdir -p "$OUT" "$W"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
+# The device tool returns at most 8 files from $OUT, two folders deep (session 40 lost a
+# tune JSON and step_shapes.json to that): more than 8 leave as one archive, all.tgz
+bundle_out() {
+  local n
+  n=$(find "$OUT" -type f | wc -l)
+  if [ "$n" -gt 8 ]; then
+    tar czf /tmp/gpu_bench_out.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete \
+      && mv /tmp/gpu_bench_out.tgz "$OUT/all.tgz"
+  fi
+}
+trap bundle_out EXIT
 bench() { timeout "$1" python3 benchmarks/e2e/bench_policies.py "${@:2}"; }
 # engines a timed-out benchmark left behind (vs_vllm's children run in their own session)
 # hold the GPU's memory, and every engine after them fails to start
@@ -217,6 +231,27 @@ case "${1:-}" in
     python3 benchmarks/e2e/step_shapes.py "$W"/traces/*.csv --out "$OUT/step_shapes.json"
     cleanup
     pack marginal_trace ;;
+  k1_premium)  # session 40: at batch 4 (5x1280 draft, 256-token prompts, H200) one-draft
+    # steps took 6.8 ms against 5.7 for three drafts in one engine, and fixed K=1's engine
+    # 7.3 ms a step against fixed K=3's 6.3: is it real, ours (K=1 on FA3 too), and where
+    # (runner phases)? Batch 8 first: the engine's warm-up stalls land there, not at 4 / 2
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    cleanup
+    mkdir -p "$W/traces"
+    timeout "${VS_TIMEOUT:-500}" python3 benchmarks/e2e/vs_vllm.py --out "$W/k1" \
+      --systems "${K1_SYSTEMS:-bass_fixed1,bass_fixed3,bass_fixed2,bass_fixed1_fa3}" \
+      ${K1_ARGS:---drafts 5x1280 --acceptance 0.4 --batches 8,4,2 --prompt-len 256} \
+      --max-tokens 128 --repeats 3 --timeout 150 --trace-dir "$W/traces" 2>&1 \
+      | grep -E "start-up|FAILED|Error" | tee "$W/k1.log"
+    cp "$W/k1.json" "$W/k1.md" "$OUT/" 2>/dev/null
+    python3 benchmarks/e2e/step_shapes.py "$W"/traces/*.csv --out "$OUT/step_shapes.json"
+    python3 - "$OUT/step_shapes.json" <<'PY'
+import json, sys
+for name, t in json.load(open(sys.argv[1])).items():
+    print(name, [(s["batch"], s["draft_steps"], s["steps"], s["median_ms"]) for s in t["steps"]])
+PY
+    cleanup
+    pack k1_premium ;;
   matrix)  # session 10: one slice of issue 13's matrix per call (VS_ARGS), calls back to
     # back on one machine (gpu_uuid.txt says which); MATRIX_TESTS: pytest targets run first
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
@@ -294,5 +329,5 @@ case "${1:-}" in
       > "$W/time_budget.log" 2>&1
     tail -5 "$W/time_budget.log"
     pack timebudget ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab" >&2; exit 2 ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|k1_premium" >&2; exit 2 ;;
 esac
