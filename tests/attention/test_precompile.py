@@ -315,6 +315,41 @@ def test_capture_compile_watch_records_where_and_chains(monkeypatch):
     assert knobs.runtime.jit_post_compile_hook is previous
 
 
+def test_compile_watch_logs_serving_compiles_bounded(monkeypatch):
+    """After the captures the watch stays: each compile of our kernels is then a stalled
+    request, logged with its specialisation and where it was met for the first
+    SERVING_NAMED, counted after that, and still passed on to the hook it found."""
+    from triton import knobs
+
+    from vllm_bass.attention import precompile
+
+    calls = []
+    monkeypatch.setattr(knobs.runtime, "jit_post_compile_hook",
+                        lambda **kwargs: calls.append(kwargs["key"]))
+    monkeypatch.setattr(precompile, "STACK_FROM", ("tests",))
+    monkeypatch.setattr(precompile, "SERVING_NAMED", 2)
+    monkeypatch.setattr(precompile, "attention_binaries", lambda device: 0)
+    warnings = []
+    monkeypatch.setattr(precompile.logger, "warning",
+                        lambda msg, *args: warnings.append(msg % args))
+    watch = precompile.CaptureCompileWatch.install()
+    ours = sorted(watch.names)[0]
+    watch(key="during-capture", fn=SimpleNamespace(name=ours))
+    assert not warnings and list(watch.met) == [(ours, "during-capture")]
+    result = {"binaries_after": 0, "keys_after": set(), "watch": watch}
+    assert precompile.report_capture_misses(result, "cuda:0") == 0
+    assert knobs.runtime.jit_post_compile_hook is watch  # stays for serving
+    for key in ("s1", "s2", "s3"):
+        watch(key=key, fn=SimpleNamespace(name=ours))
+    watch(key="theirs", fn=SimpleNamespace(name="someone_elses_kernel"))
+    assert watch.serving_compiles == 3
+    assert len(warnings) == 2 and "(1 so far" in warnings[0] and f"{ours} s1" in warnings[0]
+    assert "test_compile_watch_logs_serving_compiles_bounded" in warnings[1]
+    assert list(watch.met) == [(ours, "during-capture")]  # the capture's record unchanged
+    assert calls == ["during-capture", "s1", "s2", "s3", "theirs"]
+    watch.remove()
+
+
 def distinct_binaries() -> dict[str, tuple[int, int]]:
     """Per kernel, over every FULL graph a 7B-shape BASS target captures (max_num_seqs 256,
     K = 4): (Triton cache keys, distinct constexpr sets) of the replayed launches. Keys come
