@@ -299,6 +299,16 @@ def test_choose_plan():
     assert short.strategy == "pad"
     # past SHORT_CONTEXT a lone sequence is split in 128-key pieces
     assert choose_plan(1, 32, 32, 128, 5, 300, sms).num_splits == 3
+    # ... but at about one program an SM (batch 4: 128) a context just past it runs whole,
+    # on 64-key tiles in 2 stages (session 40's H200 tune); further out it splits again
+    for batch, context in ((4, 258), (4, 265), (7, 320)):
+        plan = choose_plan(batch, 32, 32, 128, 2, context, sms)
+        assert plan.strategy == "pad" and plan.num_splits == 1, (batch, context)
+        assert (plan.tiles.block_n, plan.tiles.num_warps, plan.tiles.num_stages) == (64, 4, 2)
+    assert choose_plan(4, 32, 32, 128, 2, 400, sms).strategy == "split"
+    assert choose_plan(3, 32, 32, 128, 2, 258, sms).strategy == "split"  # 96 programs
+    assert choose_plan(4, 32, 32, 128, 2, 250, sms).tiles.num_warps == 8  # short: wide PAD
+    assert choose_plan(4, 32, 32, 128, 2, 258, sms, any_batch=True).strategy == "pad"
     small_batch = choose_plan(1, 32, 32, 128, 5, 8192, sms)
     # ~3 programs an SM, whole splits, never past the SMs' share: 12 x 32 = 384 <= 396
     assert small_batch.strategy == "split" and small_batch.num_splits == 12

@@ -27,6 +27,8 @@ up to max_model_len) and the launch serves every batch the graph replays.
 
 from __future__ import annotations
 
+import dataclasses
+
 import contextlib
 import functools
 from dataclasses import dataclass
@@ -66,6 +68,14 @@ SPLIT_PROGRAMS_PER_SM = 3.0
 MIN_SPLIT_TOKENS = 128
 SHORT_CONTEXT = 256  # keys; at or below this a split saves less than it costs (2 x 192-key
 # splits 11.3 us against PAD's 10.7 at 256 cached tokens, batch 1; 3 x 128 at 261: 9.8)
+# ... and a little past it where the programs are about one an SM already (batch 4 of a 7B
+# layer: 128 on 132 SMs): there PAD on 64-key tiles, 4 warps, 2 stages took 13.7 us against
+# 16.1 for 3 splits on the same tiles, 19.2 for the plan chosen before (3 splits, 3 stages)
+# and FA3's 16.9 (H200, 256 cached tokens + 1 draft, graph-timed, session 40 tune; the
+# 96-shape sweep's only losses, 0.91-0.95x FA3, were batch 4 at 256 cached tokens). Measured
+# at that context only: kept within a query's reach of SHORT_CONTEXT.
+SHORT_PAD_REACH = 64  # keys past SHORT_CONTEXT
+SHORT_PAD_PROGRAMS_PER_SM = 0.9
 
 
 @dataclass(frozen=True)
@@ -121,6 +131,11 @@ def choose_plan(
     if strategy == "auto":
         if programs >= PAD_PROGRAMS_PER_SM * sms:
             return AttnPlan("pad", 1, tiles, any_batch)
+        if (SHORT_CONTEXT < max_seq_len <= SHORT_CONTEXT + SHORT_PAD_REACH
+                and SHORT_PAD_PROGRAMS_PER_SM * sms <= programs < WIDE_PAD_PROGRAMS_PER_SM * sms):
+            # where SPLIT was chosen before (at or below SHORT_CONTEXT: the wide PAD below)
+            return AttnPlan("pad", 1, dataclasses.replace(
+                tiles, num_stages=min(tiles.num_stages, 2)), any_batch)
         if programs >= WIDE_PAD_PROGRAMS_PER_SM * sms or max_seq_len <= SHORT_CONTEXT:
             strategy = "pad"
     wide = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len, elem_size, wide=True)
