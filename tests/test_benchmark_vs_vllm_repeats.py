@@ -143,3 +143,12 @@ def test_runs_split_over_gpus_merge_into_one_report(tmp_path):
     with pytest.raises(SystemExit, match="prompt"):
         vs_vllm.merge_results({"rows": []}, [part("plain", 5.0),
                                              part("vllm_k3", 3.0, prompt_len=512)])
+
+
+def test_bass_default_runs_first_unless_the_order_is_kept():
+    """A call's time limit cuts the baselines run last, not BASS (session 40 lost BASS's
+    rows of a held-out slice that way)."""
+    given = ["plain", "vllm_k2", "bass_default", "vllm_k3"]
+    assert vs_vllm.run_order(given) == ["bass_default", "plain", "vllm_k2", "vllm_k3"]
+    assert vs_vllm.run_order(given, keep_order=True) == given
+    assert vs_vllm.run_order(["plain", "vllm_k2"]) == ["plain", "vllm_k2"]
