@@ -83,7 +83,7 @@ draft_faults() {  # DEFAULT_TIMEOUT: issue 14's draft-fault engine and server te
 traced_ab() {  # NAME DEFAULT_TIMEOUT DEFAULT_SYSTEMS: an A/B of BASS systems (ORDER_SYSTEMS
   # overrides), alpha 0.5 / 0.7, batch 8 / 32, 4x1024, with step / plan / runner traces
   mkdir -p "$W/traces"
-  timeout "${VS_TIMEOUT:-$2}" python3 benchmarks/e2e/vs_vllm.py --out "$W/$1" \
+  timeout "${VS_TIMEOUT:-$2}" python3 benchmarks/e2e/vs_vllm.py --out "$W/$1" --keep-order \
     --systems "${ORDER_SYSTEMS:-$3}" \
     --drafts 4x1024 --acceptance 0.5,0.7 --batches 8,32 --repeats 2 \
     --min-timed-seconds 2 --timeout 240 --trace-dir "$W/traces" ${VS_ARGS:-} 2>&1 \
