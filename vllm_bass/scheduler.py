@@ -230,8 +230,10 @@ class BassScheduler(Scheduler):
         self._bass_schedule_steps = 0
         self._bass_wave_start = 0
         self._bass_last_join: int | None = None
-        self.bass_costs = StepCostEstimator(
-            session29_fit=envs.get("VLLM_BASS_COST_FIT").strip() == "session29")
+        cost_fit = envs.get("VLLM_BASS_COST_FIT").strip()
+        self.bass_costs = StepCostEstimator(session29_fit=cost_fit == "session29",
+                                            one_draft_term=cost_fit not in ("session29",
+                                                                             "linear"))
         # vLLM's largest CUDA-graph size; each step's budget: step_token_budget
         self.bass_token_budget = verification_token_budget(self.vllm_config)
         # the knee as a price (`cost_model.knee_price`) where the weights' share of a step's
@@ -361,7 +363,8 @@ class BassScheduler(Scheduler):
         self._bass_plan_trace.write(json.dumps({
             "t": round(time.perf_counter(), 6), "batch": len(req_ids),
             "cost": None if cost is None else [cost.base, cost.draft_pass,
-                                               cost.per_draft_step, cost.per_verify_token],
+                                               cost.per_draft_step, cost.per_verify_token,
+                                               cost.one_draft],
             "knee": None if cost is None or cost.knee_drafts is None else [
                 cost.knee_drafts, cost.past_knee_price],
             "alpha": None if estimates is None else [round(estimates.alpha(r), 3)

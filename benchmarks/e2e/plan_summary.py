@@ -43,9 +43,10 @@ def read_plans(path: Path) -> list[dict]:
 def fitted_speedup(cost: list[float], alpha: float, length: int, batch: int) -> float:
     """The fit's predicted speedup over plain decoding of `length` for each of `batch`
     requests, from the plans' relative costs [base, draft_pass, per_draft_step,
-    per_verify_token] (the knee's price left out)."""
-    base, draft_pass, per_step, per_token = cost
+    per_verify_token(, one_draft)] (the knee's price left out)."""
+    base, draft_pass, per_step, per_token, *rest = cost  # session 40 added one_draft
     model = StepCostModel(base=base, draft_pass=draft_pass, per_draft_step=per_step,
+                          one_draft=rest[0] if rest else 0.0,
                           per_verify_token=per_token)
     return predicted_speedup(model, [alpha] * batch, [length] * batch)
 
@@ -88,7 +89,9 @@ def summarise(trace: Path, alpha: float | None = None, top: int = 3) -> dict:
         a_med = statistics.median(estimates) if estimates else None
         a_use = alpha if alpha is not None else a_med
         costs = [p["cost"] for p in group if p["cost"]]
-        cost_med = [statistics.median(c[i] for c in costs) for i in range(4)] if costs else None
+        width = min(len(c) for c in costs) if costs else 0  # 5 since session 40
+        cost_med = ([statistics.median(c[i] for c in costs) for i in range(width)]
+                    if costs else None)
         shapes = shape_medians(trace, batch)
         row = {
             "batch": batch, "planned_steps": len(group),
@@ -102,7 +105,7 @@ def summarise(trace: Path, alpha: float | None = None, top: int = 3) -> dict:
                 "p90": round(percentile(estimates, 0.9), 3)},
             "alpha_used": None if a_use is None else round(a_use, 3),
             "fitted_cost_median": None if cost_med is None else dict(zip(
-                ("base", "draft_pass", "per_draft_step", "per_verify_token"),
+                ("base", "draft_pass", "per_draft_step", "per_verify_token", "one_draft"),
                 (round(c, 5) for c in cost_med))),
             "fitted_speedup": {} if cost_med is None or a_use is None else {
                 k: round(fitted_speedup(cost_med, a_use, k, batch), 3) for k in LENGTHS},

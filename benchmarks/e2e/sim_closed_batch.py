@@ -79,6 +79,11 @@ def kv_per_weight_7b() -> float:
 # the draft's terms of the law scaled by this (--draft-cost-scale): a held-out draft shape
 # dearer than session 18's 4x1024 (a 5x1280 draft's weights are 1.56x)
 DRAFT_COST_SCALE = [1.0]
+# A step that drafts exactly one token costs this much more (ms; --one-draft-premium-ms).
+# Session 40 (H200, 5x1280, batch 4, 256-token prompts): one-draft steps took 6.84 ms
+# against 5.69 for three drafts and 4.67 off, in one engine (cause open: idle device time
+# in the target's forward phase); a linear fit then prices every draft step dear.
+ONE_DRAFT_PREMIUM_MS = [0.0]
 
 
 def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
@@ -92,6 +97,8 @@ def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
     if draft_steps:
         ms += DRAFT_COST_SCALE[0] * (0.55 + 0.006 * batch
                                      + draft_steps * (0.17 + 0.0036 * batch))
+    if draft_steps == 1:
+        ms += ONE_DRAFT_PREMIUM_MS[0]
     if KNEE_LAW[0]:
         decode_tokens = batch + verify_tokens
         past = min(decode_tokens, max(0, decode_tokens + other_tokens - KNEE_TOKENS))
@@ -280,7 +287,7 @@ def plain_makespan_ms(batch: int, max_tokens: int, prompt_len: int, seeds: int =
     acceptance or the policy: the A/Bs ask once per batch size, not once per cell."""
     return _plain_makespan_ms(batch, max_tokens, prompt_len, seeds, JITTER[0],
                               CONTEXT_LAW[0], KNEE_LAW[0], DRAFT_COST_SCALE[0],
-                              MAX_MODEL_LEN[0])
+                              MAX_MODEL_LEN[0], ONE_DRAFT_PREMIUM_MS[0])
 
 
 @functools.lru_cache(maxsize=64)
@@ -317,10 +324,13 @@ def main() -> None:
                     help="decode tokens past the GEMMs' knee cost more (KNEE_LAW)")
     ap.add_argument("--draft-cost-scale", type=float, default=1.0,
                     help="the law's draft terms times this (a dearer draft shape)")
+    ap.add_argument("--one-draft-premium-ms", type=float, default=0.0,
+                    help="a one-draft step costs this much more (session 40's H200 trace)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     JITTER[0] = args.jitter
     DRAFT_COST_SCALE[0] = args.draft_cost_scale
+    ONE_DRAFT_PREMIUM_MS[0] = args.one_draft_premium_ms
     CONTEXT_LAW[0] = args.context_law
     KNEE_LAW[0] = args.knee_law
     MAX_MODEL_LEN[0] = max(512, args.prompt_len + args.max_tokens + 64)

@@ -59,8 +59,16 @@ def configure(variant: str, sched) -> None:
     elif variant == "closed_uniform":  # a closed batch drafts the cap for every request
         policy = sched.bass_policy
         policy.lengths_within = lambda alphas, cap: [cap] * len(alphas)
+    elif variant.startswith("probe"):  # probes draft this many tokens (default 1)
+        sched.bass_policy.probe_length = int(variant[len("probe"):])
+    elif variant == "explore":  # draft-length exploration on (off since session 14)
+        sched.bass_policy.explore_enabled = True
     elif variant == "s29fit":  # the step-cost fit before session 30
-        sched.bass_costs = StepCostEstimator(session29_fit=True)
+        sched.bass_costs = StepCostEstimator(session29_fit=True, one_draft_term=False)
+    elif variant == "linearfit":  # the fit before session 40: no one-draft premium
+        sched.bass_costs = StepCostEstimator(one_draft_term=False)
+    elif variant.startswith("onedraftridge"):  # the ridge's pull on the premium, x this
+        sched.bass_costs.one_draft_ridge = float(variant[len("onedraftridge"):])
     elif variant != "default" and not variant.startswith("confident"):
         raise SystemExit(f"unknown variant {variant!r}")
 
@@ -95,10 +103,13 @@ def main() -> None:
                     help="decode tokens past the GEMMs' knee cost more (KNEE_LAW)")
     ap.add_argument("--draft-cost-scale", type=float, default=1.0,
                     help="the law's draft terms times this (sim_closed_batch)")
+    ap.add_argument("--one-draft-premium-ms", type=float, default=0.0,
+                    help="a one-draft step costs this much more (sim_closed_batch)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     scb.JITTER[0] = args.jitter
     scb.DRAFT_COST_SCALE[0] = args.draft_cost_scale
+    scb.ONE_DRAFT_PREMIUM_MS[0] = args.one_draft_premium_ms
     scb.CONTEXT_LAW[0] = args.context_law
     scb.KNEE_LAW[0] = args.knee_law
     PROMPT_LEN[0] = args.prompt_len
@@ -118,7 +129,8 @@ def main() -> None:
             {"device": "none (simulated H100 step law)", "seeds": args.seeds,
              "jitter": args.jitter, "prompt_len": args.prompt_len,
              "context_law": args.context_law, "knee_law": args.knee_law,
-             "draft_cost_scale": args.draft_cost_scale, "rows": rows}, indent=1))
+             "draft_cost_scale": args.draft_cost_scale,
+             "one_draft_premium_ms": args.one_draft_premium_ms, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

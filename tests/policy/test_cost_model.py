@@ -370,3 +370,35 @@ def test_the_plain_step_follows_the_off_steps_as_a_closed_batch_drains():
     assert statistics.median(prices) < 0.002
     old_ratios, old_prices = _replay_plain_step_and_token_price(session29_fit=True)
     assert statistics.median(old_ratios) < 0.75 and statistics.median(old_prices) > 0.003
+
+
+def _session40_batch4(est, one_draft_ms: float, steps: int = 240, seed: int = 3):
+    """Session 40's H200 step medians at batch 4 (5x1280 draft): off 4.67 ms, three drafts
+    5.69 ms, each further draft ~0.1 ms, a one-draft step `one_draft_ms` over that line."""
+    rng = random.Random(seed)
+    for i in range(steps):
+        k = (0, 1, 3, 2, 1, 4, 3, 0)[i % 8]
+        ms = 4.67 + (0.71 + 0.1 * k if k else 0.0) + (one_draft_ms if k == 1 else 0.0)
+        est.observe(4, k, 4 * k, ms / 1e3 * rng.uniform(0.97, 1.03))
+    return est.model_for(4)
+
+
+def test_a_dear_one_draft_step_is_its_own_cost_not_every_draft_steps():
+    """One-draft steps 1.2 ms over the line through the others (session 40, H200, batch 4:
+    6.84 against 5.69 ms for three drafts): the premium is fitted apart, so three drafts are
+    priced as measured. The line alone (`one_draft_term=False`, the fit before) spreads it
+    over the draft pass and the draft steps, and prices three drafts ~0.25 ms dearer."""
+    model = _session40_batch4(StepCostEstimator(), 1.2)
+    line = _session40_batch4(StepCostEstimator(one_draft_term=False), 1.2)
+    off = 4.67
+    assert model.one_draft * off == pytest.approx(1.2, abs=0.15)
+    assert model.time_for(3, 12) * off == pytest.approx(5.69, abs=0.1)
+    assert model.time_for(1, 4) * off == pytest.approx(off + 0.81 + 1.2, abs=0.15)
+    assert line.one_draft == 0.0
+    assert line.time_for(3, 12) * off > 5.69 + 0.2
+
+
+def test_no_one_draft_premium_where_one_draft_is_on_the_line():
+    model = _session40_batch4(StepCostEstimator(), 0.0)
+    assert model.one_draft * 4.67 < 0.05
+    assert model.time_for(3, 12) * 4.67 == pytest.approx(5.69, abs=0.1)

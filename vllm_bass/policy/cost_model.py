@@ -55,6 +55,11 @@ class StepCostModel:
     # then bounds the drafts instead)
     knee_drafts: int | None = None
     past_knee_price: float = 0.0
+    # A step whose longest draft is one token costs this much more than the line through
+    # the others gives (`StepCostEstimator(one_draft_term=True)`): session 40's H200 trace at
+    # batch 4 (5x1280 draft) timed one-draft steps at 6.84 ms against 5.69 for three drafts
+    # and 4.67 off, which the line alone could only read as dear draft steps
+    one_draft: float = 0.0
 
     def step_time(self, lengths: list[int]) -> float:
         if not lengths:
@@ -68,7 +73,8 @@ class StepCostModel:
         if longest <= 0:
             return self.base + self.per_verify_token * total + knee
         return (self.base + self.draft_pass + self.per_draft_step * longest
-                + self.per_verify_token * total + knee)
+                + self.per_verify_token * total + knee
+                + (self.one_draft if longest == 1 else 0.0))
 
 
 RESOLVE_EVERY = 8  # observations between two solves of a bucket's costs
@@ -224,8 +230,12 @@ def nonnegative_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class StepCostEstimator:
     def __init__(self, prior: StepCostModel | None = None, forget: float = 0.98,
                  prior_strength: float = 0.1, min_weight: float = 6.0,
-                 session29_fit: bool = False):
+                 session29_fit: bool = False, one_draft_term: bool = True):
         self.prior = prior or PRIOR_COSTS
+        # a one-draft step's own premium (`StepCostModel.one_draft`, prior 0); False
+        # (VLLM_BASS_COST_FIT=linear, an A/B aid): the line through every drafting step
+        self.one_draft_term = one_draft_term
+        self.one_draft_ridge = 1.0  # the ridge's pull on the premium, times prior_strength
         # True (the scheduler's VLLM_BASS_COST_FIT=session29, an A/B aid): the fit before
         # session 30, without the per-request term and with the ridge's prior scaled by
         # every step's mean through the prior's shape, not by the off-steps' time
@@ -247,7 +257,8 @@ class StepCostEstimator:
         fit = self.fits.setdefault(batch_bucket(batch), _Fit())
         drafted = 1.0 if draft_steps > 0 else 0.0
         fit.steps.append((1.0, drafted, float(draft_steps), float(verify_tokens),
-                          float(max(other_tokens, 0)), float(batch), seconds))
+                          float(max(other_tokens, 0)), float(batch),
+                          1.0 if draft_steps == 1 else 0.0, seconds))
         fit.off_weight = fit.off_weight * self.forget + (1.0 - drafted)
         fit.draft_weight = fit.draft_weight * self.forget + drafted
         fit.draft_steps_sum = fit.draft_steps_sum * self.forget + drafted * draft_steps
@@ -269,11 +280,13 @@ class StepCostEstimator:
             return self.prior
         return StepCostModel(base=1.0, per_draft_step=max(float(theta[2] / a), 1e-4),
                              per_verify_token=max(float(theta[3] / a), 0.0),
-                             draft_pass=max(float(theta[1] / a), 0.0))
+                             draft_pass=max(float(theta[1] / a), 0.0),
+                             one_draft=max(float(theta[6] / a), 0.0))
 
     def _theta(self, fit: _Fit) -> np.ndarray:
         """Absolute costs (seconds) [base, draft_pass, per_draft_step, per_verify_token,
-        per_other_token, per_request]: a plain step of B requests is base + per_request * B.
+        per_other_token, per_request, one_draft]: a plain step of B requests is
+        base + per_request * B.
         Re-solved after every RESOLVE_EVERY observations (and until min_weight is reached),
         not every step: the scheduler asks every step, a solve costs ~1 ms of host time on a
         2-core CPU (benchmarks/results/replay_cost_fit_new.md),
@@ -290,12 +303,15 @@ class StepCostEstimator:
         step's where the window holds no off-step)."""
         p = self.prior
         shape = np.array([p.base, p.draft_pass, p.per_draft_step, p.per_verify_token,
-                          PRIOR_OTHER_TOKEN * p.base, PER_REQUEST_SLOPE_PRIOR * p.base])
+                          PRIOR_OTHER_TOKEN * p.base, PER_REQUEST_SLOPE_PRIOR * p.base,
+                          p.one_draft])
         data = np.array(fit.steps)
-        xs, ys = data[:, :6], data[:, 6]
+        xs, ys = data[:, :7], data[:, 7]
         if self.session29_fit:  # no per-request term
             xs[:, 5] = 0.0
             shape[5] = 0.0
+        if not self.one_draft_term:
+            xs[:, 6] = 0.0
         w = self.forget ** np.arange(len(ys) - 1, -1, -1, dtype=np.float64)
         # a step with prefill tokens weighs as its relative error would, once longer than
         # the median step without: a step's scatter grows with its length, and a few
@@ -309,7 +325,7 @@ class StepCostEstimator:
         reference = float(np.median(ys[decode] if decode.any() else ys))
         norm = np.where(decode, 1.0, np.maximum(1.0, ys / max(reference, 1e-12)))
         w = w / norm ** 2
-        ridge = self.prior_strength * np.eye(6)
+        ridge = self.prior_strength * np.diag([1.0] * 6 + [self.one_draft_ridge])
         # the prior's scale: the off-steps' mean time where the window holds any (they
         # measure a plain step directly), else the steps' mean through the prior's shape.
         # That shape prices a verified token at 0.01 of a plain step, 1.9 plain steps for
