@@ -3,8 +3,11 @@
 The scheduler (one process, so every tensor-parallel rank gets the same numbers) times each
 engine step and fits, per batch-size bucket, the wall time
     T ~ a + r * requests + e * drafted + b * draft_steps + c * verify_tokens
-        + d * other_tokens
-(a + r * requests: a plain decode step -- what an off-step costs, since off-steps skip the
+        + d * other_tokens + p * [draft_steps == 1]
+(p: what a one-draft step costs over the line through the other lengths, prior 0: session
+40's H200 trace at batch 4 timed one-draft steps at 6.84 ms against 5.69 for three drafts,
+and the line alone read that as dear draft steps and sat off where three drafts paid 1.33x;
+a + r * requests: a plain decode step -- what an off-step costs, since off-steps skip the
 draft model; r is each request's own share, mostly its KV-cache read, which with long
 contexts is most of the step (0.19 ms a request at 1100 cached tokens on an H100: the 7B
 shape's KV of one request over the copy bandwidth), and without it, as a closed batch

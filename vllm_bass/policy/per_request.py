@@ -7,7 +7,9 @@ that sequence plus, if it lengthens the longest draft, one more draft step for t
 The plan maximises expected accepted tokens per unit of step time under the cost model
 T = base + [any l_i > 0] * draft_pass + per_draft_step * max_i(l_i)
     + per_verify_token * sum_i(l_i) + past_knee_price * max(0, sum_i(l_i) - knee_drafts)
-(the last term: the target's compute knee, `cost_model.knee_price`), solved exactly for
+    + one_draft * [max_i(l_i) = 1]
+(the knee term: the target's compute knee, `cost_model.knee_price`; the last: a one-draft
+step's own premium, `StepCostModel.one_draft`), solved exactly for
 the ragged lengths by Dinkelbach iteration (a few passes over batch x K). Auto-off is part of
 the optimum (length 0 when a draft token does not pay; all zeros turn the batch off), with a
 probing step of length 1 after 16 consecutive off-steps, the interval doubling after each
