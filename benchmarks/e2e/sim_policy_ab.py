@@ -16,7 +16,10 @@ predicted speedup above which no off-step measures plain decoding), `hardknee` (
 30: no per-request term, its prior scaled by every step's mean), `sumknee` (a token past
 the knee at the fitted price plus the knee's, the default before session 32; session 31's
 `overfitknee` is the default since), `closed_uniform` (session 39, dropped: a closed
-batch drafts its cap for every request, not ragged lengths within it), `default`.
+batch drafts its cap for every request, not ragged lengths within it), `linearfit` (session
+40: the step-cost fit without the one-draft premium, the default before), `probeN` and
+`explore` (session 40, dropped: probes of N drafts; length exploration on), `default`.
+`--one-draft-premium-ms` gives the simulated device session 40's one-draft premium.
 (Session 29's `offshareX`, the off-steps' least share of the cost fit, lives in git history
 at c63dd22.)
 
@@ -67,8 +70,6 @@ def configure(variant: str, sched) -> None:
         sched.bass_costs = StepCostEstimator(session29_fit=True, one_draft_term=False)
     elif variant == "linearfit":  # the fit before session 40: no one-draft premium
         sched.bass_costs = StepCostEstimator(one_draft_term=False)
-    elif variant.startswith("onedraftridge"):  # the ridge's pull on the premium, x this
-        sched.bass_costs.one_draft_ridge = float(variant[len("onedraftridge"):])
     elif variant != "default" and not variant.startswith("confident"):
         raise SystemExit(f"unknown variant {variant!r}")
 

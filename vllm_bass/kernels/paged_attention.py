@@ -27,11 +27,9 @@ up to max_model_len) and the launch serves every batch the graph replays.
 
 from __future__ import annotations
 
-import dataclasses
-
 import contextlib
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 import torch
@@ -134,8 +132,8 @@ def choose_plan(
         if (SHORT_CONTEXT < max_seq_len <= SHORT_CONTEXT + SHORT_PAD_REACH
                 and SHORT_PAD_PROGRAMS_PER_SM * sms <= programs < WIDE_PAD_PROGRAMS_PER_SM * sms):
             # where SPLIT was chosen before (at or below SHORT_CONTEXT: the wide PAD below)
-            return AttnPlan("pad", 1, dataclasses.replace(
-                tiles, num_stages=min(tiles.num_stages, 2)), any_batch)
+            return AttnPlan("pad", 1, replace(tiles, num_stages=min(tiles.num_stages, 2)),
+                            any_batch)
         if programs >= WIDE_PAD_PROGRAMS_PER_SM * sms or max_seq_len <= SHORT_CONTEXT:
             strategy = "pad"
     wide = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len, elem_size, wide=True)

@@ -238,7 +238,6 @@ class StepCostEstimator:
         # a one-draft step's own premium (`StepCostModel.one_draft`, prior 0); False
         # (VLLM_BASS_COST_FIT=linear, an A/B aid): the line through every drafting step
         self.one_draft_term = one_draft_term
-        self.one_draft_ridge = 1.0  # the ridge's pull on the premium, times prior_strength
         # True (the scheduler's VLLM_BASS_COST_FIT=session29, an A/B aid): the fit before
         # session 30, without the per-request term and with the ridge's prior scaled by
         # every step's mean through the prior's shape, not by the off-steps' time
@@ -328,7 +327,7 @@ class StepCostEstimator:
         reference = float(np.median(ys[decode] if decode.any() else ys))
         norm = np.where(decode, 1.0, np.maximum(1.0, ys / max(reference, 1e-12)))
         w = w / norm ** 2
-        ridge = self.prior_strength * np.diag([1.0] * 6 + [self.one_draft_ridge])
+        ridge = self.prior_strength * np.eye(7)
         # the prior's scale: the off-steps' mean time where the window holds any (they
         # measure a plain step directly), else the steps' mean through the prior's shape.
         # That shape prices a verified token at 0.01 of a plain step, 1.9 plain steps for
