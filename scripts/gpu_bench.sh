@@ -39,6 +39,8 @@
 #   bash scripts/gpu_bench.sh marginal_trace  # session 39: session 38's losing cell (alpha
 #                                       # 0.4, batch 16, 5x1280) traced, with bass_off and
 #                                       # plain_v1; plan_summary.py says why BASS drafted so
+#   bash scripts/gpu_bench.sh onedraft_ab  # session 40: the fit's one-draft premium vs the
+#                                       # fit before (bass_linear_fit), vLLM K=2, plain
 #   bash scripts/gpu_bench.sh k1_premium  # session 40: fixed K=1 / 2 / 3 (ours) and K=1 on
 #                                       # FA3 at batch 8 / 4 / 2, 3 repeats, traced: is a
 #                                       # one-draft step dearer than a three-draft one?
@@ -231,6 +233,22 @@ case "${1:-}" in
     python3 benchmarks/e2e/step_shapes.py "$W"/traces/*.csv --out "$OUT/step_shapes.json"
     cleanup
     pack marginal_trace ;;
+  onedraft_ab)  # session 40's cost-fit change on the GPU: the default (a one-draft step's
+    # own premium in the fit) against the fit before (VLLM_BASS_COST_FIT=linear), with vLLM
+    # K=2 and plain, where the premium was seen (alpha 0.4, batch 4) and beside it, traced
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    cleanup
+    mkdir -p "$W/traces"
+    timeout "${VS_TIMEOUT:-500}" python3 benchmarks/e2e/vs_vllm.py --out "$W/onedraft" \
+      --systems "${OD_SYSTEMS:-bass_default,bass_linear_fit,vllm_k2,plain}" \
+      ${OD_ARGS:---drafts 5x1280 --acceptance 0.4,mix --batches 4,16,64 --prompt-len 256} \
+      --max-tokens 128 --repeats 3 --timeout 150 --trace-dir "$W/traces" 2>&1 \
+      | grep -E "start-up|FAILED|Error" | tee "$W/onedraft.log"
+    cp "$W/onedraft.json" "$W/onedraft.md" "$OUT/" 2>/dev/null
+    python3 benchmarks/e2e/plan_summary.py "$W"/traces/bass_*.csv --out "$OUT/plan_summary.json" \
+      2>&1 | tail -12
+    cleanup
+    pack onedraft_ab ;;
   k1_premium)  # session 40: at batch 4 (5x1280 draft, 256-token prompts, H200) one-draft
     # steps took 6.8 ms against 5.7 for three drafts in one engine, and fixed K=1's engine
     # 7.3 ms a step against fixed K=3's 6.3: is it real, ours (K=1 on FA3 too), and where
@@ -329,5 +347,5 @@ PY
       > "$W/time_budget.log" 2>&1
     tail -5 "$W/time_budget.log"
     pack timebudget ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|k1_premium" >&2; exit 2 ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|onedraft_ab|k1_premium" >&2; exit 2 ;;
 esac
