@@ -10,13 +10,10 @@ from benchmarks.e2e import sim_closed_batch as scb
 pytestmark = [pytest.mark.cpu]
 
 
-SWITCHES = ("JITTER", "CONTEXT_LAW", "KNEE_LAW", "DRAFT_COST_SCALE", "MAX_MODEL_LEN")
-
-
 @pytest.fixture
 def law():
     """The module, its switches (one-element lists) restored after the test."""
-    saved = {name: getattr(scb, name)[0] for name in SWITCHES}
+    saved = {name: getattr(scb, name)[0] for name in scb.LAW_SWITCHES}
     yield scb
     for name, value in saved.items():
         getattr(scb, name)[0] = value

@@ -111,6 +111,14 @@ def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
 
 
 MAX_MODEL_LEN = [512]  # raised for long prompts (--prompt-len)
+# the module's switches (one-element lists) that shape the simulated device's law
+LAW_SWITCHES = ("JITTER", "CONTEXT_LAW", "KNEE_LAW", "DRAFT_COST_SCALE", "MAX_MODEL_LEN",
+                "ONE_DRAFT_PREMIUM_MS")
+
+
+def law_state() -> tuple:
+    """The switches' current values, in LAW_SWITCHES order."""
+    return tuple(globals()[name][0] for name in LAW_SWITCHES)
 
 
 def scheduler(batch: int, policy: str, k: int, auto_off: bool, async_scheduling: bool,
@@ -285,9 +293,7 @@ def plain_makespan_ms(batch: int, max_tokens: int, prompt_len: int, seeds: int =
     """Plain decoding's closed batch on the simulated device (its prefill and context growth
     included), the mean over `seeds` (the step-time jitter). It does not depend on the
     acceptance or the policy: the A/Bs ask once per batch size, not once per cell."""
-    return _plain_makespan_ms(batch, max_tokens, prompt_len, seeds, JITTER[0],
-                              CONTEXT_LAW[0], KNEE_LAW[0], DRAFT_COST_SCALE[0],
-                              MAX_MODEL_LEN[0], ONE_DRAFT_PREMIUM_MS[0])
+    return _plain_makespan_ms(batch, max_tokens, prompt_len, seeds, *law_state())
 
 
 @functools.lru_cache(maxsize=64)
