@@ -17,8 +17,9 @@ predicted speedup above which no off-step measures plain decoding), `hardknee` (
 the knee at the fitted price plus the knee's, the default before session 32; session 31's
 `overfitknee` is the default since), `closed_uniform` (session 39, dropped: a closed
 batch drafts its cap for every request, not ragged lengths within it), `linearfit` (session
-40: the step-cost fit without the one-draft premium, the default before), `probeN` and
-`explore` (session 40, dropped: probes of N drafts; length exploration on), `default`.
+40: the step-cost fit without the one-draft premium, the default before), `explore`
+(session 40, dropped: length exploration on), `default`. (Session 40's dropped `probeN`,
+probes of N drafts, needed a policy hook: git history at ba0ce8e.)
 `--one-draft-premium-ms` gives the simulated device session 40's one-draft premium.
 (Session 29's `offshareX`, the off-steps' least share of the cost fit, lives in git history
 at c63dd22.)
@@ -62,8 +63,6 @@ def configure(variant: str, sched) -> None:
     elif variant == "closed_uniform":  # a closed batch drafts the cap for every request
         policy = sched.bass_policy
         policy.lengths_within = lambda alphas, cap: [cap] * len(alphas)
-    elif variant.startswith("probe"):  # probes draft this many tokens (default 1)
-        sched.bass_policy.probe_length = int(variant[len("probe"):])
     elif variant == "explore":  # draft-length exploration on (off since session 14)
         sched.bass_policy.explore_enabled = True
     elif variant == "s29fit":  # the step-cost fit before session 30

@@ -76,7 +76,6 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self.min_length = 0 if bass_config.auto_off else 1
         self.uniform_plan_margin = float(bass_config.uniform_plan_margin)
         self.probes = ProbeSchedule()  # all lengths 0: probe with length 1 now and then
-        self.probe_length = 1  # the draft length of a probe (sim_policy_ab's probe variants)
         # the most tokens a verification may hold (the scheduler sets vLLM's largest
         # CUDA-graph size; None: no limit): part of the optimisation, so a cut plan does not
         # keep a long tail of draft steps for a few sequences
@@ -382,7 +381,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
             self._probe_undrafted(req_ids, lengths)
         probe = self.probes.probe_due(off)
         if probe:
-            lengths = [self.probe_length] * len(req_ids)  # re-measure acceptance now and then
+            lengths = [1] * len(req_ids)  # re-measure acceptance now and then
         elif self.min_length == 0 and self.probes.measure_off_due(
                 off, self._last_speedup >= auto_off.CONFIDENT_SPEEDUP):
             lengths = [0] * len(req_ids)  # measure what plain decoding costs
