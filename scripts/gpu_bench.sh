@@ -93,6 +93,19 @@ traced_ab() {  # NAME DEFAULT_TIMEOUT DEFAULT_SYSTEMS: an A/B of BASS systems (O
   cp "$W/$1.json" "$OUT/" 2>/dev/null
   pack "$1"
 }
+traced_slice() {  # NAME DEFAULT_TIMEOUT SYSTEM_TIMEOUT SYSTEMS ARGS...: one vs_vllm slice,
+  # 128 new tokens, 3 repeats, with BASS's step / plan / runner traces in $W/traces; the
+  # GPU's UUID recorded, the table copied to $OUT, the whole log in $W/NAME.log
+  local name=$1 limit=$2 per_system=$3 systems=$4
+  shift 4
+  nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+  cleanup
+  mkdir -p "$W/traces"
+  timeout "${VS_TIMEOUT:-$limit}" python3 benchmarks/e2e/vs_vllm.py --out "$W/$name" \
+    --systems "$systems" "$@" --max-tokens 128 --repeats 3 --timeout "$per_system" \
+    --trace-dir "$W/traces" 2>&1 | tee "$W/$name.log" | grep -E "start-up|FAILED|Error"
+  cp "$W/$name.json" "$W/$name.md" "$OUT/" 2>/dev/null
+}
 case "${1:-}" in
   async7b)
     bench 480 --pair llama7b --configs plain,bass,bass_async,per_request_async \
@@ -219,15 +232,8 @@ case "${1:-}" in
     # 256-token prompts) with BASS's step and plan traces, BASS forced off (bass_off) and
     # plain decoding on V1 (plain_v1): does the plan or the V1 floor lose there?
     # MT_SYSTEMS / MT_ARGS override the systems and the setting; plan_summary reads the traces
-    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
-    cleanup
-    mkdir -p "$W/traces"
-    timeout "${VS_TIMEOUT:-540}" python3 benchmarks/e2e/vs_vllm.py --out "$W/marginal" \
-      --systems "${MT_SYSTEMS:-bass_default,plain,plain_v1,bass_off,vllm_k2}" \
-      ${MT_ARGS:---drafts 5x1280 --acceptance 0.4 --batches 16 --prompt-len 256} \
-      --max-tokens 128 --repeats 3 --timeout 200 --trace-dir "$W/traces" 2>&1 \
-      | tee "$W/marginal.log"
-    cp "$W/marginal.json" "$W/marginal.md" "$OUT/" 2>/dev/null
+    traced_slice marginal 540 200 "${MT_SYSTEMS:-bass_default,plain,plain_v1,bass_off,vllm_k2}" \
+      ${MT_ARGS:---drafts 5x1280 --acceptance 0.4 --batches 16 --prompt-len 256}
     python3 benchmarks/e2e/plan_summary.py "$W"/traces/bass_default_*.csv \
       ${MT_ALPHA:---alpha 0.4} --out "$OUT/plan_summary.json" 2>&1 | tee "$W/plan_summary.txt"
     python3 benchmarks/e2e/step_shapes.py "$W"/traces/*.csv --out "$OUT/step_shapes.json"
@@ -236,15 +242,8 @@ case "${1:-}" in
   onedraft_ab)  # session 40's cost-fit change on the GPU: the default (a one-draft step's
     # own premium in the fit) against the fit before (VLLM_BASS_COST_FIT=linear), with vLLM
     # K=2 and plain, where the premium was seen (alpha 0.4, batch 4) and beside it, traced
-    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
-    cleanup
-    mkdir -p "$W/traces"
-    timeout "${VS_TIMEOUT:-500}" python3 benchmarks/e2e/vs_vllm.py --out "$W/onedraft" \
-      --systems "${OD_SYSTEMS:-bass_default,bass_linear_fit,vllm_k2,plain}" \
-      ${OD_ARGS:---drafts 5x1280 --acceptance 0.4,mix --batches 4,16,64 --prompt-len 256} \
-      --max-tokens 128 --repeats 3 --timeout 150 --trace-dir "$W/traces" 2>&1 \
-      | grep -E "start-up|FAILED|Error" | tee "$W/onedraft.log"
-    cp "$W/onedraft.json" "$W/onedraft.md" "$OUT/" 2>/dev/null
+    traced_slice onedraft 500 150 "${OD_SYSTEMS:-bass_default,bass_linear_fit,vllm_k2,plain}" \
+      ${OD_ARGS:---drafts 5x1280 --acceptance 0.4,mix --batches 4,16,64 --prompt-len 256}
     python3 benchmarks/e2e/plan_summary.py "$W"/traces/bass_*.csv --out "$OUT/plan_summary.json" \
       2>&1 | tail -12
     cleanup
@@ -253,15 +252,8 @@ case "${1:-}" in
     # steps took 6.8 ms against 5.7 for three drafts in one engine, and fixed K=1's engine
     # 7.3 ms a step against fixed K=3's 6.3: is it real, ours (K=1 on FA3 too), and where
     # (runner phases)? Batch 8 first: the engine's warm-up stalls land there, not at 4 / 2
-    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
-    cleanup
-    mkdir -p "$W/traces"
-    timeout "${VS_TIMEOUT:-500}" python3 benchmarks/e2e/vs_vllm.py --out "$W/k1" \
-      --systems "${K1_SYSTEMS:-bass_fixed1,bass_fixed3,bass_fixed2,bass_fixed1_fa3}" \
-      ${K1_ARGS:---drafts 5x1280 --acceptance 0.4 --batches 8,4,2 --prompt-len 256} \
-      --max-tokens 128 --repeats 3 --timeout 150 --trace-dir "$W/traces" 2>&1 \
-      | grep -E "start-up|FAILED|Error" | tee "$W/k1.log"
-    cp "$W/k1.json" "$W/k1.md" "$OUT/" 2>/dev/null
+    traced_slice k1 500 150 "${K1_SYSTEMS:-bass_fixed1,bass_fixed3,bass_fixed2,bass_fixed1_fa3}" \
+      ${K1_ARGS:---drafts 5x1280 --acceptance 0.4 --batches 8,4,2 --prompt-len 256}
     python3 benchmarks/e2e/step_shapes.py "$W"/traces/*.csv --out "$OUT/step_shapes.json"
     python3 - "$OUT/step_shapes.json" <<'PY'
 import json, sys
