@@ -48,8 +48,9 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
              "programmatic dependent launch (A/B measurements)"),
     "VLLM_BASS_COST_FIT": (
         "", "session29: the step-cost fit as before session 30, without its per-request term "
-            "and with its prior scaled by every step, not the off-steps; linear: as before "
-            "session 40, without a one-draft step's own premium (A/B measurements)"),
+            "and with its prior scaled by every step, not the off-steps; one_draft: with a "
+            "one-draft step's own premium (session 40's default, dropped in session 41); "
+            "linear: the default (A/B measurements)"),
     "VLLM_BASS_KNEE_PRICE": (
         "max", "sum: a verified token past the knee costs the fitted token price plus the "
                "knee's compute price, as before session 32 (A/B measurements); max (the "

@@ -232,8 +232,7 @@ class BassScheduler(Scheduler):
         self._bass_last_join: int | None = None
         cost_fit = envs.get("VLLM_BASS_COST_FIT").strip()
         self.bass_costs = StepCostEstimator(session29_fit=cost_fit == "session29",
-                                            one_draft_term=cost_fit not in ("session29",
-                                                                             "linear"))
+                                            one_draft_term=cost_fit == "one_draft")
         # vLLM's largest CUDA-graph size; each step's budget: step_token_budget
         self.bass_token_budget = verification_token_budget(self.vllm_config)
         # the knee as a price (`cost_model.knee_price`) where the weights' share of a step's

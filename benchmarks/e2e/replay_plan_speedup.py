@@ -36,7 +36,7 @@ def read_steps(path: Path) -> list[tuple[int, int, int, float, int]]:
 
 
 def replay(steps, batches: set[int], alpha: float, every: int) -> list[dict]:
-    fits = {"one_draft": StepCostEstimator(),
+    fits = {"one_draft": StepCostEstimator(one_draft_term=True),
             "linear": StepCostEstimator(one_draft_term=False)}
     rows, seen = [], 0
     for batch, draft_steps, verify, ms, other in steps:

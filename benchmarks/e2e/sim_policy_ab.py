@@ -16,9 +16,11 @@ predicted speedup above which no off-step measures plain decoding), `hardknee` (
 30: no per-request term, its prior scaled by every step's mean), `sumknee` (a token past
 the knee at the fitted price plus the knee's, the default before session 32; session 31's
 `overfitknee` is the default since), `closed_uniform` (session 39, dropped: a closed
-batch drafts its cap for every request, not ragged lengths within it), `linearfit` (session
-40: the step-cost fit without the one-draft premium, the default before), `explore`
-(session 40, dropped: length exploration on), `default`. (Session 40's dropped `probeN`,
+batch drafts its cap for every request, not ragged lengths within it), `linearfit` / `onedraftfit`
+(the step-cost fit without / with session 40's one-draft premium; without is the default
+again since session 41), `explore`
+(session 40, dropped: length exploration on), `replan_s40` / `replan_loose` (session 41:
+when a plan is solved again, session 40's rule / a looser one than the default), `default`. (Session 40's dropped `probeN`,
 probes of N drafts, needed a policy hook: git history at ba0ce8e.)
 `--one-draft-premium-ms` gives the simulated device session 40's one-draft premium.
 (Session 29's `offshareX`, the off-steps' least share of the cost fit, lives in git history
@@ -45,7 +47,19 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 import sim_closed_batch as scb  # noqa: E402
 
 from vllm_bass.policy.auto_off import CONFIDENT_SPEEDUP as DEFAULT_CONFIDENT  # noqa: E402
+from vllm_bass.policy import per_request  # noqa: E402
 from vllm_bass.policy.cost_model import StepCostEstimator  # noqa: E402
+
+# when a plan is solved again (`per_request._plan_stands`): the defaults, and variants
+REPLAN_DEFAULTS = {name: getattr(per_request, name) for name in (
+    "REPLAN_ALPHA_CHANGE", "REPLAN_MEAN_CHANGE", "REPLAN_EVERY", "COST_TOLERANCE")}
+REPLAN_VARIANTS = {
+    # session 40's rule: any estimate 0.05, every 4 steps, any change of the costs
+    "replan_s40": {"REPLAN_ALPHA_CHANGE": 0.05, "REPLAN_MEAN_CHANGE": 1.0,
+                   "REPLAN_EVERY": 4, "COST_TOLERANCE": 0.0},
+    "replan_loose": {"REPLAN_ALPHA_CHANGE": 0.2, "REPLAN_MEAN_CHANGE": 0.06,
+                     "REPLAN_EVERY": 16, "COST_TOLERANCE": 0.05},
+}
 
 
 def configure(variant: str, sched) -> None:
@@ -54,6 +68,8 @@ def configure(variant: str, sched) -> None:
 
     auto_off.CONFIDENT_SPEEDUP = (float(variant[len("confident"):])
                                   if variant.startswith("confident") else DEFAULT_CONFIDENT)
+    for name, value in REPLAN_DEFAULTS.items():
+        setattr(per_request, name, REPLAN_VARIANTS.get(variant, {}).get(name, value))
     if variant in ("closed_plan", "open_plan"):
         sched.bass_policy.closed_batch_plan = variant == "closed_plan"
     elif variant == "hardknee":  # session 28's bound: no knee price
@@ -67,9 +83,12 @@ def configure(variant: str, sched) -> None:
         sched.bass_policy.explore_enabled = True
     elif variant == "s29fit":  # the step-cost fit before session 30
         sched.bass_costs = StepCostEstimator(session29_fit=True, one_draft_term=False)
-    elif variant == "linearfit":  # the fit before session 40: no one-draft premium
+    elif variant == "linearfit":  # no one-draft premium (the default again since session 41)
         sched.bass_costs = StepCostEstimator(one_draft_term=False)
-    elif variant != "default" and not variant.startswith("confident"):
+    elif variant == "onedraftfit":  # session 40's default: the one-draft premium
+        sched.bass_costs = StepCostEstimator(one_draft_term=True)
+    elif (variant != "default" and not variant.startswith("confident")
+          and variant not in REPLAN_VARIANTS):
         raise SystemExit(f"unknown variant {variant!r}")
 
 

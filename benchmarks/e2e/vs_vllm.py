@@ -137,8 +137,10 @@ EXTRA_SYSTEMS["bass_nopdl"] = {}
 # the step-cost fit before session 30 (VLLM_BASS_COST_FIT=session29): no per-request term,
 # the prior scaled by every step's mean, not the off-steps' time
 EXTRA_SYSTEMS["bass_s29fit"] = {}
-# the step-cost fit before session 40 (VLLM_BASS_COST_FIT=linear): no one-draft premium
+# the step-cost fit without the one-draft premium (VLLM_BASS_COST_FIT=linear): the default
+# again since session 41; and with it (VLLM_BASS_COST_FIT=one_draft, session 40's default)
 EXTRA_SYSTEMS["bass_linear_fit"] = {}
+EXTRA_SYSTEMS["bass_one_draft_fit"] = {}
 # a verified token past the knee priced at the fitted price plus the knee price, not the
 # larger of them (VLLM_BASS_KNEE_PRICE=sum, the default before session 32)
 EXTRA_SYSTEMS["bass_knee_sum"] = {}
@@ -162,6 +164,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_BASS_COST_FIT": "session29"}
     if system == "bass_linear_fit":
         return {"VLLM_BASS_COST_FIT": "linear"}
+    if system == "bass_one_draft_fit":
+        return {"VLLM_BASS_COST_FIT": "one_draft"}
     if system == "bass_knee_sum":
         return {"VLLM_BASS_KNEE_PRICE": "sum"}
     if system == "bass_noprecompile":

@@ -387,9 +387,10 @@ def test_a_dear_one_draft_step_is_its_own_cost_not_every_draft_steps():
     """One-draft steps 1.2 ms over the line through the others (session 40, H200, batch 4:
     6.84 against 5.69 ms for three drafts): the premium is fitted apart, so three drafts are
     priced as measured. The line alone (`one_draft_term=False`, the fit before) spreads it
-    over the draft pass and the draft steps, and prices three drafts ~0.25 ms dearer."""
-    model = _session40_batch4(StepCostEstimator(), 1.2)
-    line = _session40_batch4(StepCostEstimator(one_draft_term=False), 1.2)
+    over the draft pass and the draft steps, and prices three drafts ~0.25 ms dearer. (The
+    term is opt-in since session 41, VLLM_BASS_COST_FIT=one_draft: the line is the default.)"""
+    model = _session40_batch4(StepCostEstimator(one_draft_term=True), 1.2)
+    line = _session40_batch4(StepCostEstimator(), 1.2)
     off = 4.67
     assert model.one_draft * off == pytest.approx(1.2, abs=0.15)
     assert model.time_for(3, 12) * off == pytest.approx(5.69, abs=0.1)
@@ -399,6 +400,6 @@ def test_a_dear_one_draft_step_is_its_own_cost_not_every_draft_steps():
 
 
 def test_no_one_draft_premium_where_one_draft_is_on_the_line():
-    model = _session40_batch4(StepCostEstimator(), 0.0)
+    model = _session40_batch4(StepCostEstimator(one_draft_term=True), 0.0)
     assert model.one_draft * 4.67 < 0.05
     assert model.time_for(3, 12) * 4.67 == pytest.approx(5.69, abs=0.1)

@@ -1,5 +1,7 @@
 """Draft-length policies on hand-built acceptance sequences."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -421,6 +423,19 @@ def test_per_request_plan_is_reused_until_an_estimate_moves():
     assert len(solved) == 3
     p.plan(ids[:2])  # another batch
     assert len(solved) == 4
+    ids2 = ids[:2]
+    p.cost = replace(p.cost, per_draft_step=p.cost.per_draft_step * (
+        1 + module.COST_TOLERANCE / 2))  # a cost fit that hardly moved: the plan stands
+    p.plan(ids2)
+    assert len(solved) == 4
+    p.cost = replace(p.cost, per_draft_step=p.cost.per_draft_step * (
+        1 + 3 * module.COST_TOLERANCE))  # one that moved: solved again
+    p.plan(ids2)
+    assert len(solved) == 5
+    for r in ids2:  # every estimate a little (each below REPLAN_ALPHA_CHANGE, the mean not)
+        alphas[r] += 1.5 * module.REPLAN_MEAN_CHANGE
+    p.plan(ids2)
+    assert len(solved) == 6
     alphas["a"] = 0.0  # the same plan as a fresh policy's, whatever came before
     fresh = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=8,
                                              draft_length_policy="per_request"))

@@ -4,9 +4,12 @@ The scheduler (one process, so every tensor-parallel rank gets the same numbers)
 engine step and fits, per batch-size bucket, the wall time
     T ~ a + r * requests + e * drafted + b * draft_steps + c * verify_tokens
         + d * other_tokens + p * [draft_steps == 1]
-(p: what a one-draft step costs over the line through the other lengths, prior 0: session
-40's H200 trace at batch 4 timed one-draft steps at 6.84 ms against 5.69 for three drafts,
-and the line alone read that as dear draft steps and sat off where three drafts paid 1.33x;
+(p, only with `one_draft_term` / VLLM_BASS_COST_FIT=one_draft: what a one-draft step costs
+over the line through the other lengths, prior 0. Session 40's H200 trace at batch 4 timed
+one-draft steps at 6.84 ms against 5.69 for three drafts, and the line alone read that as
+dear draft steps; session 41's H200 engines did not show it (batch 4: 5.35-5.94 ms for one
+draft, 5.56-5.80 for two or three) and the A/B against the line was mixed (-16% to +5%),
+so the line is the default again;
 a + r * requests: a plain decode step -- what an off-step costs, since off-steps skip the
 draft model; r is each request's own share, mostly its KV-cache read, which with long
 contexts is most of the step (0.19 ms a request at 1100 cached tokens on an H100: the 7B
@@ -81,6 +84,10 @@ class StepCostModel:
 
 
 RESOLVE_EVERY = 8  # observations between two solves of a bucket's costs
+# ... once the bucket holds SETTLED_WEIGHT decayed steps (session 41: the solves were 4% of
+# a host-bound H200 engine's host time at batch 4 / 16; the costs move over ~50 steps)
+RESOLVE_EVERY_SETTLED = 16
+SETTLED_WEIGHT = 24.0
 WINDOW = 192  # raw steps kept per bucket (forgetting 0.98: the oldest weigh 0.02)
 MIN_DRAFTING_WEIGHT = 7.0  # decayed drafting steps of a bucket before lengths_unvaried says
 LENGTH_SPREAD = 0.5  # draft steps' weighted standard deviation below which they are "one length"
@@ -233,7 +240,7 @@ def nonnegative_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class StepCostEstimator:
     def __init__(self, prior: StepCostModel | None = None, forget: float = 0.98,
                  prior_strength: float = 0.1, min_weight: float = 6.0,
-                 session29_fit: bool = False, one_draft_term: bool = True):
+                 session29_fit: bool = False, one_draft_term: bool = False):
         self.prior = prior or PRIOR_COSTS
         # a one-draft step's own premium (`StepCostModel.one_draft`, prior 0); False
         # (VLLM_BASS_COST_FIT=linear, an A/B aid): the line through every drafting step
@@ -289,11 +296,13 @@ class StepCostEstimator:
         """Absolute costs (seconds) [base, draft_pass, per_draft_step, per_verify_token,
         per_other_token, per_request, one_draft]: a plain step of B requests is
         base + per_request * B.
-        Re-solved after every RESOLVE_EVERY observations (and until min_weight is reached),
+        Re-solved after every RESOLVE_EVERY observations (RESOLVE_EVERY_SETTLED once the
+        bucket holds SETTLED_WEIGHT steps; every step until twice min_weight),
         not every step: the scheduler asks every step, a solve costs ~1 ms of host time on a
         2-core CPU (benchmarks/results/replay_cost_fit_new.md),
         and the costs move slowly (forgetting factor 0.98, ~50 steps)."""
-        if (fit.theta is None or fit.unsolved >= RESOLVE_EVERY
+        every = RESOLVE_EVERY_SETTLED if fit.weight >= SETTLED_WEIGHT else RESOLVE_EVERY
+        if (fit.theta is None or fit.unsolved >= every
                 or (fit.unsolved and fit.weight < 2 * self.min_weight)):
             fit.theta = self._solve(fit)
             fit.unsolved = 0

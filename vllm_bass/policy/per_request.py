@@ -45,12 +45,33 @@ SEQUENCE_PROBE_INTERVAL = 4  # drafting steps a request sits out before a one-to
 # the H100 step law drafted 1 token at alpha 0.6, batch 32 (1.11x plain where K=3 makes
 # 1.28x).
 EXPLORE_INTERVAL = 8
-# A plan is solved again when an acceptance estimate moved this much since it was solved,
-# after REPLAN_EVERY steps, or every step once a closed batch's request has at most
-# REPLAN_NEAR_END tokens left (its end decides the batch's)
-REPLAN_ALPHA_CHANGE = 0.05
-REPLAN_EVERY = 4
+# A plan is solved again when an acceptance estimate moved REPLAN_ALPHA_CHANGE since it was
+# solved, or the batch's estimates REPLAN_MEAN_CHANGE on average, after REPLAN_EVERY steps
+# (if any moved), when a cost of the model moved COST_TOLERANCE (of a plain step, relative),
+# or every step once a closed batch's request has at most REPLAN_NEAR_END tokens left (its
+# end decides the batch's). Session 41 (py-spy of a host-bound H200 run, batch 4 / 16): the
+# plan was 10% of the engine core's host time; estimates of few verifications move 0.05 in
+# a step or two (one request of a batch sufficed), and every cost fit (8 steps) solved
+# again, so ~85% of the steps planned afresh (the closed-batch simulation, batch 4-64).
+REPLAN_ALPHA_CHANGE = 0.12
+REPLAN_MEAN_CHANGE = 0.03
+REPLAN_EVERY = 8
 REPLAN_NEAR_END = 16
+COST_TOLERANCE = 0.02
+
+
+def costs_close(a: StepCostModel | None, b: StepCostModel | None) -> bool:
+    """Two step-cost models plan alike: the same knee, every cost within COST_TOLERANCE."""
+    if a is None or b is None:
+        return a is b
+    if a.knee_drafts != b.knee_drafts:
+        return False
+    for x, y in ((a.base, b.base), (a.per_draft_step, b.per_draft_step),
+                 (a.per_verify_token, b.per_verify_token), (a.draft_pass, b.draft_pass),
+                 (a.past_knee_price, b.past_knee_price), (a.one_draft, b.one_draft)):
+        if abs(x - y) > COST_TOLERANCE * max(abs(x), abs(y), 0.05):
+            return False
+    return True
 
 
 def accepted_drafts(alphas: list[float], lengths: np.ndarray) -> np.ndarray:
@@ -83,6 +104,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self._last_key: tuple | None = None
         self._last_lengths: list[int] = []
         self._last_alphas: list[float] = []
+        self._last_cost: StepCostModel | None = None  # the model and share it was solved for
+        self._last_share = 0.0
         self._plan_age = 0  # plan() calls since the plan was last solved
         self._last_speedup = 1.0
         self._undrafted: dict[str, int] = {}  # consecutive drafting steps a request sat out
@@ -346,24 +369,35 @@ class PerRequestDraftLength(DraftLengthPolicy):
         return ragged
 
     def _plan_key(self, req_ids: list[str], remaining: list[int] | None) -> tuple:
-        """What a plan is solved for besides the estimates (which may drift a little)."""
-        return (tuple(req_ids), self.cost, remaining is None, self.per_request_share)
+        """What a plan is solved for besides the estimates and costs (which may drift a
+        little)."""
+        return (tuple(req_ids), remaining is None)
 
     def _plan_stands(self, req_ids: list[str], alphas: list[float],
                      remaining: list[int] | None) -> bool:
-        """The last plan still holds: same requests, cost model and closed-batch state, no
-        estimate moved by REPLAN_ALPHA_CHANGE since, fewer than REPLAN_EVERY steps ago (no
-        age limit while no estimate changed at all: off-steps verify nothing), and no
-        request of a closed batch near its end. Replanning every step cost 0.6-0.8 ms of
-        host time at batch 8-64 (2-core CPU), on the critical path of a host-bound step."""
+        """The last plan still holds: same requests, closed-batch state, cost model (within
+        COST_TOLERANCE) and per-request share (within REPLAN_MEAN_CHANGE), no estimate moved
+        by REPLAN_ALPHA_CHANGE nor their mean by REPLAN_MEAN_CHANGE since, fewer than
+        REPLAN_EVERY steps ago (no age limit while no estimate changed at all: off-steps
+        verify nothing), and no request of a closed batch near its end. Replanning every
+        step cost 0.6-0.8 ms of host time at batch 8-64 (2-core CPU), on the critical path
+        of a host-bound step."""
         if self._last_key != self._plan_key(req_ids, remaining):
+            return False
+        if not costs_close(self._last_cost, self.cost):
+            return False
+        if abs(self._last_share - self.per_request_share) > REPLAN_MEAN_CHANGE:
             return False
         if remaining is not None and min(remaining) <= REPLAN_NEAR_END:
             return False
-        drift = max((abs(a - b) for a, b in zip(alphas, self._last_alphas)), default=0.0)
+        if not alphas:
+            return True
+        drifts = np.abs(np.asarray(alphas) - np.asarray(self._last_alphas))
+        drift = float(drifts.max())
         if drift == 0.0:
             return True
-        return drift < REPLAN_ALPHA_CHANGE and self._plan_age < REPLAN_EVERY
+        return (drift < REPLAN_ALPHA_CHANGE and float(drifts.mean()) < REPLAN_MEAN_CHANGE
+                and self._plan_age < REPLAN_EVERY)
 
     def plan(self, req_ids: list[str]) -> DraftPlan:
         remaining = (None if self.remaining is None or len(req_ids) < 2
@@ -371,6 +405,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         alphas = [self.alpha(r) for r in req_ids]
         if not self._plan_stands(req_ids, alphas, remaining):
             self._last_key = self._plan_key(req_ids, remaining)
+            self._last_cost, self._last_share = self.cost, self.per_request_share
             self._last_alphas, self._plan_age = alphas, 0
             self._last_lengths = self.choose_lengths(alphas, remaining)
             self._last_speedup = predicted_speedup(self.cost, alphas, self._last_lengths)

@@ -83,9 +83,13 @@ class BassModelRunnerMixin:
         self._bass_known_reqs: set[str] = set()
         self.bass_async = bool(getattr(self, "use_async_scheduling", False))
         if str(getattr(self, "device", "")).startswith("cuda"):
-            from vllm_bass.patches.eager_count_correction import apply_in_worker
+            from vllm_bass.patches.eager_count_correction import apply_in_worker, enabled
 
             apply_in_worker()  # no dynamo recompiles inside steps (async spec decode)
+            if self.bass_async and enabled():  # its one launch, compiled now
+                from vllm_bass.kernels.count_correction import warm_up
+
+                warm_up(self.device, int(getattr(self, "max_num_reqs", 256)))
         self._bass_skipped = None  # draft_sync.SkippedTokens, under async scheduling
         from vllm_bass.diagnostics.phase_trace import PhaseTrace
         from vllm_bass.diagnostics.sync_debug import SyncDebug
