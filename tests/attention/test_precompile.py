@@ -202,6 +202,43 @@ def test_draft_step_graphs_replay_through_the_drafting_build():
     assert len(attention) == 1 and not attention[0].meta["ANY_BATCH"]
 
 
+def test_eager_batches_one_per_plan_each_replayed_as_its_step_plans():
+    """Steps outside the graphs (prefill chunks, the drafter's uncaptured first passes) plan
+    for their own batch (ANY_BATCH off): one batch per distinct plan, the fewest tokens that
+    choose it, within the request, token and context bounds; each replays to the plan
+    `build` chooses for it."""
+    from vllm_bass.attention.precompile import eager_batches, replay_launches
+    from vllm_bass.kernels.paged_attention import choose_plan
+
+    for heads, kv_heads, head_size in ((32, 32, 128), (32, 8, 128), (20, 20, 64)):
+        builder = _builder(heads, kv_heads, head_size)
+        batches = eager_batches(builder, max_reqs=64, max_tokens=2048, max_seq_len=4096,
+                                sms=132)
+        plans = [choose_plan(b.num_reqs, heads, kv_heads, head_size, b.max_query_len,
+                             b.max_seq_len, 132) for b in batches]
+        assert len({(p.strategy, p.tiles) for p in plans}) == len(batches) >= 8
+        assert {p.strategy for p in plans} == {"pad", "split"}
+        assert {p.tiles.block_m for p in plans} == {16, 32, 64}
+        assert all(b.eager and b.num_reqs <= 64 and b.num_tokens <= 2048
+                   and b.max_query_len <= b.max_seq_len <= 4096 for b in batches)
+        launches = replay_launches(builder, batches, torch.zeros(64, 256, dtype=torch.int32),
+                                   _kv_cache(kv_heads, head_size), torch.device("cpu"))
+        attention = [x for x in launches if x.kernel.fn.__name__ in ATTENTION]
+        assert len(attention) == len(batches)
+        assert not any(x.meta["ANY_BATCH"] for x in attention), "eager plans: own binaries"
+        for plan, launch in zip(plans, attention):
+            assert launch.meta["BLOCK_M"] == plan.tiles.block_m
+            assert launch.meta["BLOCK_N"] == plan.tiles.block_n
+            assert launch.meta["num_stages"] == plan.tiles.num_stages
+            assert (launch.kernel.fn.__name__ == "_paged_attention_split_kernel") == (
+                plan.strategy == "split")
+    # a small budget keeps to small steps, and the bounds hold
+    small = eager_batches(_builder(32, 32), max_reqs=4, max_tokens=64, max_seq_len=512,
+                          sms=132)
+    assert small and all(b.num_reqs <= 4 and b.num_tokens <= 64 and b.max_seq_len <= 512
+                         for b in small)
+
+
 class _FakeKernel:
     def __init__(self, fails=False):
         self.calls, self.fails = [], fails

@@ -12,6 +12,10 @@ recorded launch becomes Triton's `warmup` (compile, no launch) inside Triton's
 AsyncCompileMode over a thread pool: the compiles overlap (most of a compile runs without
 the GIL: four took 4.0 s on two threads against 6.5 s in a row, session 34's CPU).
 
+Since session 41 the plans of steps outside the graphs are compiled too (`eager_batches`:
+one step per plan a prefill chunk or an uncaptured draft pass can choose, ~12 binaries per
+head configuration): they compiled while serving before, 2-6 s inside a step.
+
 The drafter's bookkeeping kernels (`worker.drafter.kernel_warmup`) use the same pool.
 Nothing here can fail the engine: a launch this misses compiles when the capture meets it,
 as every launch did before. `VLLM_BASS_PRECOMPILE_THREADS=0` turns it off.
@@ -48,6 +52,15 @@ class GraphBatch:
     # `build_for_drafting` (the draft step graphs: plans for exactly these rows)
     for_capture: bool
     uniform: bool = False  # `capturing_uniform_batch` while it is built
+    eager: bool = False  # built by `build` (a step outside the graphs: its own plan)
+
+
+# Candidate eager steps (`eager_batches`): requests, query lengths (the tiles follow the
+# longest query) and contexts (PAD / SPLIT and the stages follow them)
+EAGER_REQUESTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512)
+EAGER_QUERY_LENS = (1, 2, 3, 5, 9, 17, 33, 65, 129, 513, 2049)
+EAGER_SEQ_LENS = (16, 64, 200, 288, 512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
+EAGER_MAX_TOKENS = 8192  # the replay's buffers hold this many tokens at most
 
 
 def target_graph_batches(runner) -> list[GraphBatch]:
@@ -93,6 +106,30 @@ def draft_graph_batches(drafter, capture_sizes: list[int]) -> list[GraphBatch]:
     return batches
 
 
+def eager_batches(builder, max_reqs: int, max_tokens: int, max_seq_len: int,
+                  sms: int) -> list[GraphBatch]:
+    """One step per plan a step outside the CUDA graphs can choose on `builder`'s layers (a
+    prefill chunk or mixed batch under vLLM's piecewise graphs, the drafter's first pass
+    where no graph holds it), the one with the fewest tokens. Those plans are their own
+    binaries (ANY_BATCH off), which the graph replays never meet: session 41's H200 engines
+    compiled three of them while serving (a prefill's 64-row PAD, the draft's catch-up PAD
+    and SPLIT), 2-6 s each, inside timed repeats (11-20 against 5.5 ms a token at batch 16)
+    and in the step times the plan's cost fit learns from."""
+    from vllm_bass.kernels.paged_attention import choose_plan
+
+    candidates = sorted(
+        ((reqs * query, reqs, query, seq) for reqs in EAGER_REQUESTS if reqs <= max_reqs
+         for query in EAGER_QUERY_LENS if reqs * query <= max_tokens
+         for seq in EAGER_SEQ_LENS + (max_seq_len,) if query <= seq <= max_seq_len))
+    plans: dict = {}
+    for tokens, reqs, query, seq in candidates:
+        plan = choose_plan(reqs, builder.num_heads_q, builder.num_heads_kv, builder.head_size,
+                           query, seq, sms, elem_size=builder.dtype.itemsize)
+        plans.setdefault((plan.strategy, plan.tiles),
+                         GraphBatch(reqs, tokens, query, seq, False, eager=True))
+    return list(plans.values())
+
+
 def replay_launches(builder, batches: list[GraphBatch], block_table: torch.Tensor,
                     kv_cache: torch.Tensor, device: torch.device) -> list:
     """The launches of `batches` on `builder`'s layers (recorded, not run): the builder
@@ -136,9 +173,13 @@ def replay_launches(builder, batches: list[GraphBatch], block_table: torch.Tenso
                     slot_mapping=slot_mapping[:b.num_tokens])
                 token = capturing_uniform_batch.set(b.uniform)
                 try:
-                    md = (builder.build_for_cudagraph_capture(cm) if b.for_capture
-                          else builder.build_for_drafting(common_attn_metadata=cm,
-                                                          draft_index=1))
+                    if b.eager:
+                        md = builder.build(0, cm)
+                    elif b.for_capture:
+                        md = builder.build_for_cudagraph_capture(cm)
+                    else:
+                        md = builder.build_for_drafting(common_attn_metadata=cm,
+                                                        draft_index=1)
                 finally:
                     capturing_uniform_batch.reset(token)
                 impl._ours(qkv[:, :q_width], key_cache, value_cache, out[:b.num_tokens], md)
@@ -311,9 +352,12 @@ def precompile_for_capture(runner) -> dict | None:
         logger.warning("vllm-bass: could not plan the attention kernels' compiles ahead "
                        "(%s: %s); the graph capture compiles them", type(exc).__name__, exc)
         return None
+    eager = eager_launches(runner, drafter, draft_layers, device)
+    launches += eager
     torch.cuda.empty_cache()  # the replay's buffers and workspaces: back for the graphs
     result = compile_launches(launches, device, threads)
     result.update(threads=threads, total_seconds=time.perf_counter() - start,
+                  eager_launches=len(eager),
                   binaries_after=attention_binaries(device),
                   keys_after=attention_binary_keys(device),
                   watch=CaptureCompileWatch.install())
@@ -322,6 +366,42 @@ def precompile_for_capture(runner) -> dict | None:
                 result["compiled"], result["launches"], threads, result["errors"],
                 result["total_seconds"])
     return result
+
+
+def eager_launches(runner, drafter, draft_layers: set, device: torch.device) -> list:
+    """The launches of `eager_batches` on the target's layers and the drafter's (both read
+    the target's block table outside the graphs); [] where they cannot be planned (the
+    graphs' compiles go ahead regardless)."""
+    from vllm_bass.attention.backend import BassAttentionMetadataBuilder
+    from vllm_bass.kernels.paged_attention import num_sms
+
+    launches = []
+    try:
+        sms = num_sms(device)
+        max_reqs = runner.scheduler_config.max_num_seqs
+        groups = [(group, False) for groups in runner.attn_groups for group in groups
+                  if not set(group.layer_names) <= draft_layers]
+        groups += [(group, True) for group in getattr(drafter, "draft_attn_groups", ())]
+        table = None
+        for group, is_draft in groups:
+            builder = group.get_metadata_builder()
+            if not isinstance(builder, BassAttentionMetadataBuilder):
+                continue
+            if table is None:
+                table = runner.input_batch.block_table[group.kv_cache_group_id]
+            max_tokens = min(EAGER_MAX_TOKENS, int(
+                getattr(drafter, "max_num_tokens", 0) if is_draft
+                else runner.scheduler_config.max_num_batched_tokens) or EAGER_MAX_TOKENS)
+            max_len = int(getattr(drafter, "max_model_len", 0) if is_draft
+                          else runner.model_config.max_model_len) or builder.max_model_len
+            batches = eager_batches(builder, max_reqs, max_tokens, max_len, sms)
+            launches += replay_launches(builder, batches, table.get_device_tensor(max_reqs),
+                                        layer_kv_cache(runner, group.layer_names[0]), device)
+    except Exception as exc:  # noqa: BLE001 - never fail the engine over a warm-up
+        logger.warning("vllm-bass: could not plan the eager attention compiles ahead (%s: "
+                       "%s); steps outside the graphs compile them", type(exc).__name__, exc)
+        return []
+    return launches
 
 
 def report_capture_misses(result: dict | None, device) -> int | None:
