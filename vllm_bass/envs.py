@@ -55,6 +55,9 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
         "max", "sum: a verified token past the knee costs the fitted token price plus the "
                "knee's compute price, as before session 32 (A/B measurements); max (the "
                "default): the larger of them"),
+    "VLLM_BASS_FIRST_PASS_SLOT_KERNEL": (
+        "1", "0: the draft's first-pass KV slots by vLLM's torch code (~10 launches a "
+             "drafting step), not one Triton launch (A/B measurements)"),
     "VLLM_BASS_EAGER_COUNT_CORRECTION": (
         "1", "0: keep vLLM's torch.compile'd async draft-count correction in BASS engines "
              "(recompiles of 0.4-1 s inside serving steps as batch sizes change)"),

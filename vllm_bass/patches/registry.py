@@ -211,7 +211,7 @@ def surfaces() -> tuple[Surface, ...]:
     (signatures of overridden runner/drafter methods, the wrapped functions, the kernels)."""
     from vllm_bass.patches import PATCH_MODULES
     from vllm_bass.patches import draft_kernel_specialization as kernels
-    from vllm_bass.patches import eager_count_correction
+    from vllm_bass.patches import eager_count_correction, first_pass_slot_mapping
     from vllm_bass.worker import cuda_graphs
     from vllm_bass.worker.drafter import draft_model, kernel_warmup
     from vllm_bass.worker import model_runner
@@ -224,8 +224,14 @@ def surfaces() -> tuple[Surface, ...]:
                                UPSTREAM, signature))
     for symbol, signature in eager_count_correction.PATCHED_SYMBOLS.items():
         out.append(Surface(symbol, "wrap", eager_count_correction.__name__,
-                           "eager in BASS workers: no dynamo recompiles inside steps",
+                           "one Triton launch (CUDA) / eager in BASS workers: no dynamo "
+                           "recompiles inside steps, less host time",
                            "vLLM stops recompiling it at run time", signature))
+    for symbol, signature in first_pass_slot_mapping.PATCHED_SYMBOLS.items():
+        out.append(Surface(symbol, "wrap", first_pass_slot_mapping.__name__,
+                           "one Triton launch in BASS workers (CUDA): less host time a "
+                           "drafting step", "vLLM computes these slots in one kernel",
+                           signature))
     for symbol in kernels.KERNELS:
         out.append(Surface(symbol, "kernel-flags", kernels.__name__,
                            "no integer/alignment specialisation: JIT stalls as lengths vary",

@@ -90,6 +90,13 @@ class BassModelRunnerMixin:
                 from vllm_bass.kernels.count_correction import warm_up
 
                 warm_up(self.device, int(getattr(self, "max_num_reqs", 256)))
+            from vllm_bass.patches import first_pass_slot_mapping
+
+            first_pass_slot_mapping.apply_in_worker()  # the draft's first-pass KV slots
+            if first_pass_slot_mapping.enabled():
+                from vllm_bass.kernels.first_pass_slot_mapping import warm_up as warm_slots
+
+                warm_slots(self.device)
         self._bass_skipped = None  # draft_sync.SkippedTokens, under async scheduling
         from vllm_bass.diagnostics.phase_trace import PhaseTrace
         from vllm_bass.diagnostics.sync_debug import SyncDebug
