@@ -152,6 +152,20 @@ EXTRA_SYSTEMS["bass_noprecompile"] = {}
 PLAIN_SYSTEMS = ("plain", "plain_v1")
 
 
+def host_cpu() -> str:
+    """The host's CPU model and count: drafting steps are host-bound at small batches, and
+    session 41's H200 machines ran the same BASS code's host phases 10-25% apart."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model or 'unknown CPU'} x{os.cpu_count()}"
+
+
 def system_env(system: str) -> dict:
     """Environment a system's engine runs under (beside the benchmark's own)."""
     if system == "bass_off":
@@ -634,7 +648,9 @@ def _utilisation_lines(data: dict) -> list[str]:
 def report(data: dict, out: Path) -> None:
     rows = data["rows"]
     lines = ["# BASS default vs vLLM draft_model (best fixed K) vs plain decoding",
-             "", f"{data.get('device')}; 7B-shape target, dummy bf16 weights, synthetic "
+             "", f"{data.get('device')}"
+             f"{'; host ' + data['host_cpu'] if data.get('host_cpu') else ''}"
+             "; 7B-shape target, dummy bf16 weights, synthetic "
              f"acceptance; prompts {data.get('prompt_len')} tokens, {data.get('max_tokens')} "
              "new tokens, greedy; ms/token per sequence (best of the repeats). `mix`: half "
              "alpha 0.9, a quarter 0.6, a quarter 0.3 per request, the same per-request "
@@ -869,7 +885,7 @@ def main() -> None:
                              "--out (one prompt and output length a file)")
         from benchmarks.e2e.bench_policies import device_name
 
-        data.update(device=device_name(), prompt_len=args.prompt_len,
+        data.update(device=device_name(), host_cpu=host_cpu(), prompt_len=args.prompt_len,
                     max_tokens=args.max_tokens, synthetic="alpha^(j+1) per position",
                     mix=list(MIX_PATTERN), cold_start=args.cold_start)
         log_dir = out.parent / (out.name + "_logs")
