@@ -41,6 +41,8 @@
 #                                       # plain_v1; plan_summary.py says why BASS drafted so
 #   bash scripts/gpu_bench.sh onedraft_ab  # session 40: the fit's one-draft premium vs the
 #                                       # fit before (bass_linear_fit), vLLM K=2, plain
+#   bash scripts/gpu_bench.sh host_ab   # session 41: a drafting step's host time, the
+#                                       # default against vLLM's torch slots, vLLM K=2/3, plain
 #   bash scripts/gpu_bench.sh k1_premium  # session 40: fixed K=1 / 2 / 3 (ours) and K=1 on
 #                                       # FA3 at batch 8 / 4 / 2, 3 repeats, traced: is a
 #                                       # one-draft step dearer than a three-draft one?
@@ -248,6 +250,16 @@ case "${1:-}" in
       2>&1 | tail -12
     cleanup
     pack onedraft_ab ;;
+  host_ab)  # session 41: the host time of a drafting step (host-bound at batch 4-16 on the
+    # H200): the default (one-launch count correction and first-pass slots, plans reused,
+    # eager attention plans precompiled) against vLLM's torch slots, with vLLM K=2 / 3 and
+    # plain, traced; then whether any attention binary still compiled while serving
+    traced_slice hostab 520 150 "${HA_SYSTEMS:-bass_default,vllm_k2,plain,bass_vllm_slots,vllm_k3}" \
+      ${HA_ARGS:---drafts 5x1280 --acceptance 0.4 --batches 4,16,64 --prompt-len 256}
+    python3 benchmarks/e2e/step_shapes.py "$W"/traces/*.csv --out "$OUT/step_shapes.json"
+    grep -h "compiled while serving" "$W"/hostab_logs/* 2>/dev/null | cut -c1-300 | head -8
+    cleanup
+    pack host_ab ;;
   k1_premium)  # session 40: at batch 4 (5x1280 draft, 256-token prompts, H200) one-draft
     # steps took 6.8 ms against 5.7 for three drafts in one engine, and fixed K=1's engine
     # 7.3 ms a step against fixed K=3's 6.3: is it real, ours (K=1 on FA3 too), and where

@@ -141,6 +141,9 @@ EXTRA_SYSTEMS["bass_s29fit"] = {}
 # again since session 41; and with it (VLLM_BASS_COST_FIT=one_draft, session 40's default)
 EXTRA_SYSTEMS["bass_linear_fit"] = {}
 EXTRA_SYSTEMS["bass_one_draft_fit"] = {}
+# the draft's first-pass KV slots by vLLM's torch code (VLLM_BASS_FIRST_PASS_SLOT_KERNEL=0),
+# not session 41's one launch: the host-time A/B
+EXTRA_SYSTEMS["bass_vllm_slots"] = {}
 # a verified token past the knee priced at the fitted price plus the knee price, not the
 # larger of them (VLLM_BASS_KNEE_PRICE=sum, the default before session 32)
 EXTRA_SYSTEMS["bass_knee_sum"] = {}
@@ -180,6 +183,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_BASS_COST_FIT": "linear"}
     if system == "bass_one_draft_fit":
         return {"VLLM_BASS_COST_FIT": "one_draft"}
+    if system == "bass_vllm_slots":
+        return {"VLLM_BASS_FIRST_PASS_SLOT_KERNEL": "0"}
     if system == "bass_knee_sum":
         return {"VLLM_BASS_KNEE_PRICE": "sum"}
     if system == "bass_noprecompile":
