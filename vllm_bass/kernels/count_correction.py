@@ -67,6 +67,11 @@ def block_for(capacity: int) -> int:
     return max(32, triton.next_power_of_2(max(1, capacity)))
 
 
+def warps_for(block: int) -> int:
+    """~8 rows a thread up to 16 warps (the block's six vectors stay in registers)."""
+    return max(1, min(16, block // 256))
+
+
 def _check(computed, accepted, prev_positions, valid, prev_drafts, cpu) -> int:
     n = prev_positions.shape[0]
     for name, t in (("num_computed_tokens", computed), ("num_accepted_tokens", accepted),
@@ -104,7 +109,7 @@ def count_correction(computed, accepted, prev_positions, valid, prev_drafts, cpu
         count_correction_ref(computed, accepted, prev_positions, valid, prev_drafts, cpu)
         return
     _count_correction_kernel[(1,)](computed, accepted, prev_positions, valid, prev_drafts,
-                                   cpu, n, BLOCK=block, num_warps=4 if block >= 512 else 1)
+                                   cpu, n, BLOCK=block, num_warps=warps_for(block))
 
 
 def _interpreting() -> bool:
@@ -124,7 +129,7 @@ def warm_up(device: torch.device, capacity: int) -> bool:
     try:
         with torch.cuda.device(device):
             _count_correction_kernel.warmup(*DTYPES, 8, grid=(1,), BLOCK=block,
-                                            num_warps=4 if block >= 512 else 1)
+                                            num_warps=warps_for(block))
         return True
     except Exception as exc:  # a Triton change: say so, keep serving
         logger.warning("vllm-bass: the count-correction kernel does not compile (%s: %s); "
