@@ -2,11 +2,11 @@
 runs as the plain function under its torch.compile wrapper (no recompiles inside steps),
 with the same results, and only where applied (vLLM's own engines keep the compiled one)."""
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from tests.patches import assert_runs_in_a_fresh_process
 
 pytestmark = [pytest.mark.cpu]
 
@@ -42,9 +42,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_eager_count_correction_in_a_fresh_process():
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0 and out.stdout.strip().endswith("OK"), out.stderr[-3000:]
+    assert_runs_in_a_fresh_process(SCRIPT)
 
 
 def test_off_switch(monkeypatch):

@@ -2,11 +2,11 @@
 goes to our one-launch kernel for CUDA tensors and to vLLM's function otherwise (CPU here:
 the same values as before the patch), only where applied, and not at all when turned off."""
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from tests.patches import assert_runs_in_a_fresh_process
 
 pytestmark = [pytest.mark.cpu]
 
@@ -41,9 +41,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_first_pass_slot_mapping_patch_in_a_fresh_process():
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0 and out.stdout.strip().endswith("OK"), out.stderr[-3000:]
+    assert_runs_in_a_fresh_process(SCRIPT)
 
 
 def test_off_switch(monkeypatch):

@@ -14,13 +14,11 @@ per engine, one binary, compiled by `warm_up`).
 
 from __future__ import annotations
 
-import logging
-
 import torch
 import triton
 import triton.language as tl
 
-logger = logging.getLogger("vllm.bass")
+from vllm_bass.kernels.warmup import compile_ahead
 
 MAX_BLOCK = 8192  # rows one program holds; a larger request capacity takes the torch path
 # the runner's dtypes (vLLM 0.27.1): computed, accepted, prev_positions, valid count,
@@ -126,16 +124,9 @@ def warm_up(device: torch.device, capacity: int) -> bool:
     block = block_for(capacity)
     if block > MAX_BLOCK:
         return False
-    try:
-        with torch.cuda.device(device):
-            _count_correction_kernel.warmup(*DTYPES, 8, grid=(1,), BLOCK=block,
-                                            num_warps=warps_for(block))
-        return True
-    except Exception as exc:  # a Triton change: say so, keep serving
-        logger.warning("vllm-bass: the count-correction kernel does not compile (%s: %s); "
-                       "the torch form serves", type(exc).__name__, exc)
-        _usable = False
-        return False
+    _usable = compile_ahead(_count_correction_kernel, (*DTYPES, 8), device, "count-correction",
+                            BLOCK=block, num_warps=warps_for(block))
+    return _usable
 
 
 reference = count_correction_ref

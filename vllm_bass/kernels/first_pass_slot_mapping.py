@@ -10,13 +10,11 @@ program per request walks its tokens (request r's start at query_start_loc[r] + 
 
 from __future__ import annotations
 
-import logging
-
 import torch
 import triton
 import triton.language as tl
 
-logger = logging.getLogger("vllm.bass")
+from vllm_bass.kernels.warmup import compile_ahead
 
 PADDING_SLOT = -1  # vLLM's PADDING_SLOT_ID: no KV write
 BLOCK = 64  # tokens a program handles per iteration
@@ -111,13 +109,7 @@ def warm_up(device: torch.device) -> bool:
     compiles; a Triton that cannot compile it switches this process to vLLM's torch form
     (never fails the engine)."""
     global _usable
-    try:
-        with torch.cuda.device(device):
-            _first_pass_slot_mapping_kernel.warmup(*DTYPES[:4], 8, DTYPES[4], 1, 16, 4096,
-                                                   grid=(1,), BLOCK=BLOCK, num_warps=1)
-        return True
-    except Exception as exc:  # a Triton change: say so, keep serving
-        logger.warning("vllm-bass: the first-pass slot-mapping kernel does not compile (%s: "
-                       "%s); vLLM's torch form serves", type(exc).__name__, exc)
-        _usable = False
-        return False
+    _usable = compile_ahead(_first_pass_slot_mapping_kernel,
+                            (*DTYPES[:4], 8, DTYPES[4], 1, 16, 4096), device,
+                            "first-pass slot-mapping", BLOCK=BLOCK, num_warps=1)
+    return _usable

@@ -49,13 +49,7 @@ def apply_in_worker() -> bool:
     (idempotent)."""
     if not enabled():
         return False
-    from vllm_bass.patches import is_patched, wrap
-
-    try:
-        if is_patched(SYMBOL):
-            return False
-    except (ImportError, AttributeError, KeyError):
-        return False  # another vLLM: the registry test names the change
+    from vllm_bass.patches import wrap_once
 
     def make(compiled):
         eager = eager_version(compiled)
@@ -68,7 +62,8 @@ def apply_in_worker() -> bool:
             return eager(*args, **kwargs)
         return count_correction_eager
 
-    wrap(SYMBOL, make)
+    if not wrap_once(SYMBOL, make):
+        return False
     logger.info("vllm-bass: vLLM's async draft-count correction runs without dynamo "
                 "(one launch on CUDA; no runtime recompiles)")
     return True

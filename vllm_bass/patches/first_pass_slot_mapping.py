@@ -36,13 +36,7 @@ def apply_in_worker() -> bool:
     (idempotent)."""
     if not enabled():
         return False
-    from vllm_bass.patches import is_patched, wrap
-
-    try:
-        if is_patched(SYMBOL):
-            return False
-    except (ImportError, AttributeError, KeyError):
-        return False  # another vLLM: the registry test names the change
+    from vllm_bass.patches import wrap_once
 
     def make(original):
         def first_pass_slots(cad, new_positions, is_rejected_token_mask, block_size,
@@ -57,6 +51,7 @@ def apply_in_worker() -> bool:
                             num_new_tokens, max_model_len)
         return first_pass_slots
 
-    wrap(SYMBOL, make)
+    if not wrap_once(SYMBOL, make):
+        return False
     logger.info("vllm-bass: the draft's first-pass slot mapping runs as one launch on CUDA")
     return True
