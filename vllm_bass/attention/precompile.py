@@ -14,7 +14,7 @@ the GIL: four took 4.0 s on two threads against 6.5 s in a row, session 34's CPU
 
 Since session 41 the plans of steps outside the graphs are compiled too (`eager_batches`:
 one step per plan a prefill chunk or an uncaptured draft pass can choose, ~12 binaries per
-head configuration): they compiled while serving before, 2-6 s inside a step.
+head configuration): they compiled while serving before (steps of 0.6-0.8 s).
 
 The drafter's bookkeeping kernels (`worker.drafter.kernel_warmup`) use the same pool.
 Nothing here can fail the engine: a launch this misses compiles when the capture meets it,
@@ -113,8 +113,8 @@ def eager_batches(builder, max_reqs: int, max_tokens: int, max_seq_len: int,
     where no graph holds it), the one with the fewest tokens. Those plans are their own
     binaries (ANY_BATCH off), which the graph replays never meet: session 41's H200 engines
     compiled three of them while serving (a prefill's 64-row PAD, the draft's catch-up PAD
-    and SPLIT), 2-6 s each, inside timed repeats (11-20 against 5.5 ms a token at batch 16)
-    and in the step times the plan's cost fit learns from."""
+    and SPLIT; steps of 0.6-0.8 s), inside timed repeats (11-13 against 5.5 ms a token at
+    batch 16) and in the step times the plan's cost fit learns from."""
     from vllm_bass.kernels.paged_attention import choose_plan
 
     candidates = sorted(
