@@ -17,6 +17,8 @@ from pathlib import Path
 MIN_STEPS = 8  # shapes seen fewer times are left out (compile stalls, transitions)
 PHASES = ("forward_cpu_ms", "sample_cpu_ms", "draft_cpu_ms", "forward_gpu_ms",
           "sample_gpu_ms", "draft_gpu_ms")
+# the engine thread's CPU time per phase (runner traces since session 41)
+THREAD_PHASES = ("forward_thread_ms", "sample_thread_ms", "draft_thread_ms")
 
 
 def step_shapes(csv_path: Path) -> list[dict]:
@@ -42,14 +44,14 @@ def runner_phases(runner_path: Path) -> list[dict]:
     for line in runner_path.read_text().splitlines():
         fields = line.split(",")
         groups[(int(fields[1]), int(fields[2]), int(fields[9]))].append(
-            [float(x) for x in fields[3:9]])
+            [float(x) for x in fields[3:9] + fields[10:13]])
     out = []
     for (n, length, mode), rows in sorted(groups.items()):
         if len(rows) < MIN_STEPS:
             continue
         medians = [round(statistics.median(col), 3) for col in zip(*rows)]
         out.append({"requests": n, "verified_length": length, "graph_mode": mode,
-                    "steps": len(rows), **dict(zip(PHASES, medians))})
+                    "steps": len(rows), **dict(zip(PHASES + THREAD_PHASES, medians))})
     return out
 
 

@@ -44,6 +44,10 @@ def test_phase_trace_writes_a_step_only_once_its_events_completed(tmp_path):
     trace.finish_step(4, 0)
     lines = (tmp_path / "t.runner").read_text().splitlines()
     assert len(lines) == 3 and [float(x.split(",")[6]) for x in lines[1:]] == [2.5, 2.5]
+    fields = lines[1].split(",")
+    assert len(fields) == 13, "start, requests, length, 3 wall, 3 device, mode, 3 thread CPU"
+    wall, thread = float(fields[3]), float(fields[10])
+    assert 0.0 <= thread <= wall + 0.5, "the thread's CPU time within its wall time"
     assert len(trace.pending) == 2  # step 2 (unfinished) and the last one
 
 

@@ -2,12 +2,17 @@
 
 With `VLLM_BASS_STEP_TRACE=FILE`, the runner appends to `FILE.runner` one line per step:
 `start_s,num_reqs,verified_length,forward_cpu_ms,sample_cpu_ms,draft_cpu_ms,forward_gpu_ms,
-sample_gpu_ms,draft_gpu_ms,graph_mode` (graph_mode: the CUDA-graph mode the target's forward was
-dispatched to, 0 none, 1 piecewise, 2 full, -1 unknown; verified_length: the draft length this step verifies) -- host time spent in each phase (Python + launches) and the
-device time between CUDA events at the phase boundaries. A step is written once its events
-have completed (`Event.query`), never by waiting for them: `elapsed_time` on an unfinished
-event synchronises, which under async scheduling serialised host and GPU and so measured
-another engine (session 5's async traces). Off by default; nothing is recorded without the
+sample_gpu_ms,draft_gpu_ms,graph_mode,forward_thread_ms,sample_thread_ms,draft_thread_ms`
+(graph_mode: the CUDA-graph mode the target's forward was dispatched to, 0 none, 1
+piecewise, 2 full, -1 unknown; verified_length: the draft length this step verifies) -- host
+time spent in each phase (Python + launches; wall clock), the device time between CUDA
+events at the phase boundaries, and the engine thread's own CPU time in each phase (since
+session 41: its wall time exceeds its CPU time when the thread waits -- a sync, the GIL,
+another process on its core -- rather than works; session 41's H200 trace had a run's first
+~100 drafting steps at 1.5x the host time of its later ones, cause unknown). A step is
+written once its events have completed (`Event.query`), never by waiting for them:
+`elapsed_time` on an unfinished event synchronises, which under async scheduling serialised
+host and GPU and so measured another engine (session 5's async traces). Off by default; nothing is recorded without the
 variable.
 With `VLLM_BASS_PROFILE_DRAFTS=N` as well, the draft phases of N drafting steps (after the
 first 300 steps: warm-up) run under cProfile and `FILE.draft_profile.txt` gets the top
@@ -99,6 +104,7 @@ class PhaseTrace:
     def _reset(self) -> None:
         self.start = time.perf_counter()
         self.cpu = dict.fromkeys(PHASES, 0.0)
+        self.thread = dict.fromkeys(PHASES, 0.0)
         self.events: dict[str, tuple] = {}
         self.num_reqs = 0
         self.drafted = 0
@@ -109,11 +115,12 @@ class PhaseTrace:
         if self.use_cuda:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()
-        return phase, time.perf_counter(), ev
+        return phase, time.perf_counter(), ev, time.thread_time()
 
     def end(self, token) -> None:
-        phase, t0, ev0 = token
+        phase, t0, ev0, thread0 = token
         self.cpu[phase] += (time.perf_counter() - t0) * 1e3
+        self.thread[phase] += (time.thread_time() - thread0) * 1e3
         if ev0 is not None:
             ev1 = torch.cuda.Event(enable_timing=True)
             ev1.record()
@@ -123,12 +130,13 @@ class PhaseTrace:
         """Called at the start of the next step: queue the step just run and write every
         queued step whose events have completed, oldest first (no device wait)."""
         self.pending.append((self.start, num_reqs, drafted, self.cpu, self.events,
-                             self.graph_mode))
+                             self.graph_mode, self.thread))
         self._reset()
         while self.pending and all(e1.query() for _, e1 in self.pending[0][4].values()):
-            start, n, d, cpu, events, mode = self.pending.popleft()
+            start, n, d, cpu, events, mode, thread = self.pending.popleft()
             gpu = [events[p][0].elapsed_time(events[p][1]) if p in events else 0.0
                    for p in PHASES]
             self.file.write(",".join([f"{start:.6f}", str(n), str(d)]
                                      + [f"{cpu[p]:.3f}" for p in PHASES]
-                                     + [f"{g:.3f}" for g in gpu] + [str(mode)]) + "\n")
+                                     + [f"{g:.3f}" for g in gpu] + [str(mode)]
+                                     + [f"{thread[p]:.3f}" for p in PHASES]) + "\n")
