@@ -12,8 +12,8 @@ another process on its core -- rather than works; session 41's H200 trace had a 
 ~100 drafting steps at 1.5x the host time of its later ones, cause unknown). A step is
 written once its events have completed (`Event.query`), never by waiting for them:
 `elapsed_time` on an unfinished event synchronises, which under async scheduling serialised
-host and GPU and so measured another engine (session 5's async traces). Off by default; nothing is recorded without the
-variable.
+host and GPU and so measured another engine (session 5's async traces). Off by default;
+nothing is recorded without the variable.
 With `VLLM_BASS_PROFILE_DRAFTS=N` as well, the draft phases of N drafting steps (after the
 first 300 steps: warm-up) run under cProfile and `FILE.draft_profile.txt` gets the top
 functions by cumulative and by own time (where the host time of a draft step goes).

@@ -242,8 +242,9 @@ class StepCostEstimator:
                  prior_strength: float = 0.1, min_weight: float = 6.0,
                  session29_fit: bool = False, one_draft_term: bool = False):
         self.prior = prior or PRIOR_COSTS
-        # a one-draft step's own premium (`StepCostModel.one_draft`, prior 0); False
-        # (VLLM_BASS_COST_FIT=linear, an A/B aid): the line through every drafting step
+        # True (VLLM_BASS_COST_FIT=one_draft, an A/B aid): a one-draft step's own premium
+        # (`StepCostModel.one_draft`, prior 0); False (the default since session 41): the
+        # line through every drafting step
         self.one_draft_term = one_draft_term
         # True (the scheduler's VLLM_BASS_COST_FIT=session29, an A/B aid): the fit before
         # session 30, without the per-request term and with the ridge's prior scaled by

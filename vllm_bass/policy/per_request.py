@@ -52,7 +52,9 @@ EXPLORE_INTERVAL = 8
 # end decides the batch's). Session 41 (py-spy of a host-bound H200 run, batch 4 / 16): the
 # plan was 10% of the engine core's host time; estimates of few verifications move 0.05 in
 # a step or two (one request of a batch sufficed), and every cost fit (8 steps) solved
-# again, so ~85% of the steps planned afresh (the closed-batch simulation, batch 4-64).
+# again: 78-94% of the steps planned afresh in the closed-batch simulation (128 tokens,
+# batch 4-64, alpha 0.4 / the mix), 56-94% with these bounds (the rest: requests that
+# finish, a closed batch's end).
 REPLAN_ALPHA_CHANGE = 0.12
 REPLAN_MEAN_CHANGE = 0.03
 REPLAN_EVERY = 8
