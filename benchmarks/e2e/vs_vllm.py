@@ -157,7 +157,7 @@ PLAIN_SYSTEMS = ("plain", "plain_v1")
 
 def host_cpu() -> str:
     """The host's CPU model and count: drafting steps are host-bound at small batches, and
-    session 41's H200 machines ran the same BASS code's host phases 10-25% apart."""
+    session 41's H200 machines ran BASS's sampling and draft phases 10-25% apart."""
     model = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
