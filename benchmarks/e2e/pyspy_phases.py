@@ -13,7 +13,12 @@ import argparse
 import collections
 import json
 import re
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.e2e.pyspy_summary import _name  # noqa: E402
 
 PHASES = ["Scheduler.schedule", "BassScheduler._bass_plan_step", "StepCostEstimator.model_for",
           "PerRequestDraftLength.plan", "update_from_output", "GPUModelRunner.execute_model",
@@ -22,12 +27,6 @@ PHASES = ["Scheduler.schedule", "BassScheduler._bass_plan_step", "StepCostEstima
           "GPUModelRunner._sample", "BassRejectionSampler.forward",
           "GPUModelRunner.propose_draft_token_ids", "set_inputs_first_pass"]
 COMPILING = ("_do_compile", "compile_wrapper", "ConvertFrame")
-FRAME = re.compile(r"(.+?) \((.+?)(:\d+)?\)$")
-
-
-def _name(frame: str) -> str:
-    m = FRAME.match(frame.strip())
-    return f"{m.group(1)} ({m.group(2).split('/')[-1]})" if m else frame.strip()[:60]
 
 
 def phases(path: Path, systems: dict[str, str], rate: float) -> dict:

@@ -437,3 +437,26 @@ def test_batch_counts_do_not_split_a_plan_into_binaries():
 
 if __name__ == "__main__":
     print(distinct_binaries())
+
+
+def test_our_builders_walks_the_targets_groups_then_the_drafters():
+    """One walk over the attention groups on our backend, for the graph and the eager
+    replays alike: the target's groups (the draft's own layers left out, they come with the
+    drafter), then the drafter's; other backends' groups skipped."""
+    from vllm_bass.attention.precompile import our_builders
+
+    ours, other = _builder(32, 32), object()
+
+    def group(names, builder):
+        return SimpleNamespace(layer_names=names, get_metadata_builder=lambda: builder)
+
+    target = group(["model.layers.0.attn"], ours)
+    draft_in_target = group(["draft_model.layers.0.attn"], ours)
+    foreign = group(["model.layers.1.attn"], other)
+    drafter_group = group(["draft_model.layers.0.attn"], ours)
+    runner = SimpleNamespace(attn_groups=[[target, draft_in_target, foreign]])
+    drafter = SimpleNamespace(draft_attn_groups=[drafter_group])
+    walked = list(our_builders(runner, drafter, {"draft_model.layers.0.attn"}))
+    assert walked == [(target, ours, False), (drafter_group, ours, True)]
+    assert list(our_builders(runner, None, set())) == [(target, ours, False),
+                                                       (draft_in_target, ours, False)]

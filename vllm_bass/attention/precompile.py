@@ -318,36 +318,27 @@ def precompile_for_capture(runner) -> dict | None:
     device = torch.device(getattr(runner, "device", "cpu"))
     if threads <= 0 or device.type != "cuda":
         return None
-    from vllm_bass.attention.backend import BassAttentionMetadataBuilder
-
     start = time.perf_counter()
     launches = []
     drafter = getattr(runner, "drafter", None)
     draft_layers = set(getattr(drafter, "_draft_attn_layer_names", None) or ())
     try:
         target = target_graph_batches(runner)
-        for groups in runner.attn_groups:
-            for group in groups:
-                builder = group.get_metadata_builder()
-                if (not isinstance(builder, BassAttentionMetadataBuilder)
-                        or set(group.layer_names) <= draft_layers):
-                    continue  # not ours, or the draft's layers (planned below)
+        sizes = list(runner.compilation_config.cudagraph_capture_sizes or ())
+        draft = draft_graph_batches(drafter, sizes) if drafter is not None else []
+        for group, builder, is_draft in our_builders(runner, drafter, draft_layers):
+            kv_cache = layer_kv_cache(runner, group.layer_names[0])
+            if not is_draft:
                 table = runner.input_batch.block_table[group.kv_cache_group_id]
                 launches += replay_launches(
                     builder, target,
                     table.get_device_tensor(runner.scheduler_config.max_num_seqs),
-                    layer_kv_cache(runner, group.layer_names[0]), device)
-        sizes = list(runner.compilation_config.cudagraph_capture_sizes or ())
-        draft = draft_graph_batches(drafter, sizes) if drafter is not None else []
-        if draft:
-            steps = drafter.bass_step_graphs
-            steps._ensure_block_table(0)  # the draft graphs' own table (capture makes it)
-            for group in drafter.draft_attn_groups:
-                builder = group.get_metadata_builder()
-                if isinstance(builder, BassAttentionMetadataBuilder):
-                    launches += replay_launches(builder, draft, steps.block_table,
-                                                layer_kv_cache(runner, group.layer_names[0]),
-                                                device)
+                    kv_cache, device)
+            elif draft:
+                steps = drafter.bass_step_graphs
+                steps._ensure_block_table(0)  # the draft graphs' own table (capture makes it)
+                launches += replay_launches(builder, draft, steps.block_table, kv_cache,
+                                            device)
     except Exception as exc:  # noqa: BLE001 - never fail the engine over a warm-up
         logger.warning("vllm-bass: could not plan the attention kernels' compiles ahead "
                        "(%s: %s); the graph capture compiles them", type(exc).__name__, exc)
@@ -368,25 +359,32 @@ def precompile_for_capture(runner) -> dict | None:
     return result
 
 
+def our_builders(runner, drafter, draft_layers: set):
+    """(group, its builder, whether it is the drafter's) for every attention group on our
+    backend: the target's groups (the draft's layers left out), then the drafter's."""
+    from vllm_bass.attention.backend import BassAttentionMetadataBuilder
+
+    groups = [(group, False) for groups in runner.attn_groups for group in groups
+              if not set(group.layer_names) <= draft_layers]
+    groups += [(group, True) for group in getattr(drafter, "draft_attn_groups", None) or ()]
+    for group, is_draft in groups:
+        builder = group.get_metadata_builder()
+        if isinstance(builder, BassAttentionMetadataBuilder):
+            yield group, builder, is_draft
+
+
 def eager_launches(runner, drafter, draft_layers: set, device: torch.device) -> list:
     """The launches of `eager_batches` on the target's layers and the drafter's (both read
     the target's block table outside the graphs); [] where they cannot be planned (the
     graphs' compiles go ahead regardless)."""
-    from vllm_bass.attention.backend import BassAttentionMetadataBuilder
     from vllm_bass.kernels.paged_attention import num_sms
 
     launches = []
     try:
         sms = num_sms(device)
         max_reqs = runner.scheduler_config.max_num_seqs
-        groups = [(group, False) for groups in runner.attn_groups for group in groups
-                  if not set(group.layer_names) <= draft_layers]
-        groups += [(group, True) for group in getattr(drafter, "draft_attn_groups", ())]
         table = None
-        for group, is_draft in groups:
-            builder = group.get_metadata_builder()
-            if not isinstance(builder, BassAttentionMetadataBuilder):
-                continue
+        for group, builder, is_draft in our_builders(runner, drafter, draft_layers):
             if table is None:
                 table = runner.input_batch.block_table[group.kv_cache_group_id]
             max_tokens = min(EAGER_MAX_TOKENS, int(

@@ -20,7 +20,7 @@ import triton.language as tl
 
 from vllm_bass.kernels.warmup import compile_ahead
 
-MAX_BLOCK = 8192  # rows one program holds; a larger request capacity takes the torch path
+MAX_BLOCK = 8192  # rows one program holds; a larger request capacity keeps vLLM's function
 # the runner's dtypes (vLLM 0.27.1): computed, accepted, prev_positions, valid count,
 # prev drafts, the host's counts
 DTYPES = (torch.int32, torch.int32, torch.int64, torch.int32, torch.int32, torch.int32)
@@ -28,7 +28,7 @@ DTYPES = (torch.int32, torch.int32, torch.int64, torch.int32, torch.int32, torch
 # another variant for n == 1 or n % 16 == 0, inside a serving step)
 _RUNTIME_ARGS = ["computed_ptr", "accepted_ptr", "prev_positions_ptr", "valid_ptr",
                  "prev_drafts_ptr", "cpu_ptr", "n"]
-_usable = True  # False once a warm-up failed to compile: the torch form serves
+_usable = True  # False once a warm-up failed to compile: vLLM's function serves
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS, do_not_specialize_on_alignment=_RUNTIME_ARGS)
@@ -96,24 +96,21 @@ def count_correction_ref(computed, accepted, prev_positions, valid, prev_drafts,
     accepted.copy_(torch.where(participating, valid_counts, accepted))
 
 
+def usable(capacity: int) -> bool:
+    """The kernel serves a runner of `capacity` request rows (else vLLM's function does)."""
+    return _usable and block_for(capacity) <= MAX_BLOCK
+
+
 def count_correction(computed, accepted, prev_positions, valid, prev_drafts, cpu) -> None:
-    """In place, as `count_correction_ref`; the block holds `computed`'s whole capacity."""
+    """In place, as `count_correction_ref`; the block holds `computed`'s whole capacity
+    (`usable` says whether it may)."""
     n = _check(computed, accepted, prev_positions, valid, prev_drafts, cpu)
+    assert block_for(computed.shape[0]) <= MAX_BLOCK, ("num_computed_tokens", computed.shape)
     if n == 0:
         return
     block = block_for(computed.shape[0])
-    if not _usable or block > MAX_BLOCK or (computed.device.type != "cuda"
-                                            and not _interpreting()):
-        count_correction_ref(computed, accepted, prev_positions, valid, prev_drafts, cpu)
-        return
     _count_correction_kernel[(1,)](computed, accepted, prev_positions, valid, prev_drafts,
                                    cpu, n, BLOCK=block, num_warps=warps_for(block))
-
-
-def _interpreting() -> bool:
-    import os
-
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def warm_up(device: torch.device, capacity: int) -> bool:
@@ -123,7 +120,7 @@ def warm_up(device: torch.device, capacity: int) -> bool:
     global _usable
     block = block_for(capacity)
     if block > MAX_BLOCK:
-        return False
+        return False  # vLLM's function serves this runner (`usable`)
     _usable = compile_ahead(_count_correction_kernel, (*DTYPES, 8), device, "count-correction",
                             BLOCK=block, num_warps=warps_for(block))
     return _usable

@@ -56,9 +56,10 @@ def apply_in_worker() -> bool:
 
         def count_correction_eager(*args, **kwargs):
             if not kwargs and len(args) == 6 and args[0].device.type == "cuda":
-                from vllm_bass.kernels.count_correction import count_correction
+                from vllm_bass.kernels import count_correction as kernel
 
-                return count_correction(*args)
+                if kernel.usable(args[0].shape[0]):
+                    return kernel.count_correction(*args)
             return eager(*args, **kwargs)
         return count_correction_eager
 

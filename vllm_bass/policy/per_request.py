@@ -23,6 +23,7 @@ remaining time (`closed_batch_cap`), and the ragged lengths are chosen within it
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -66,12 +67,12 @@ def costs_close(a: StepCostModel | None, b: StepCostModel | None) -> bool:
     """Two step-cost models plan alike: the same knee, every cost within COST_TOLERANCE."""
     if a is None or b is None:
         return a is b
-    if a.knee_drafts != b.knee_drafts:
-        return False
-    for x, y in ((a.base, b.base), (a.per_draft_step, b.per_draft_step),
-                 (a.per_verify_token, b.per_verify_token), (a.draft_pass, b.draft_pass),
-                 (a.past_knee_price, b.past_knee_price), (a.one_draft, b.one_draft)):
-        if abs(x - y) > COST_TOLERANCE * max(abs(x), abs(y), 0.05):
+    for f in dataclasses.fields(StepCostModel):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if not isinstance(x, float) or not isinstance(y, float):
+            if x != y:  # the knee (a count, or None)
+                return False
+        elif abs(x - y) > COST_TOLERANCE * max(abs(x), abs(y), 0.05):
             return False
     return True
 
