@@ -41,7 +41,8 @@ def test_no_unforeseen_compiles_at_the_benchmarks_head_shape(tmp_path):
     """The benchmark's target heads (32 x 128, bf16) with the default draft bound: there
     vLLM's eager warm-up of each FULL graph had compiled 3 PAD binaries inside the capture
     (session 35; the tiny pair's head shape does not show it), and steps outside the graphs
-    compiled their own plans while serving (session 41). Two dummy-weight layers keep it
+    compiled their own plans while serving (session 41), and no kernel warm-up fell back to
+    its torch form (session 41's first-pass slots, found in session 42). Two dummy-weight layers keep it
     short; the output is not compared (random weights)."""
     from benchmarks.e2e.dummy_models import dummy_model_folder
     from benchmarks.e2e.vs_vllm import DRAFT_SHAPES, TARGET_SHAPE
@@ -64,3 +65,7 @@ def test_no_unforeseen_compiles_at_the_benchmarks_head_shape(tmp_path):
     # the graphs, which the precompile covers since session 41 (`eager_batches`)
     serving = [line for line in text.splitlines() if "compiled while serving" in line]
     assert not serving, "\n".join(serving)[-6000:]
+    # and every kernel compiled ahead compiled: a warm-up that fails hands its step to the
+    # torch form with one warning and greedy output unchanged (session 41's slot kernel)
+    fell_back = [line for line in text.splitlines() if "does not compile" in line]
+    assert not fell_back, "\n".join(fell_back)[-3000:]

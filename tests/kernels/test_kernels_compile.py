@@ -1,4 +1,5 @@
-"""The attention, acceptance and keyed-sample kernels compile for the H100 (sm_90) on a machine without a GPU.
+"""Every kernel the engine launches (attention, acceptance, keyed sample, the drafter's
+slot and count kernels) compiles for the H100 (sm_90) on a machine without a GPU.
 
 The CPU tests run the kernels through Triton's interpreter, which does not type-check what
 the compiler does (constexpr specialisation of int arguments equal to 1, loop-carried types,
@@ -64,7 +65,41 @@ def compile_all() -> list[str]:
     done += compile_accept_and_emit()
     done += compile_keyed_sample()
     done += compile_pdl_neighbours()
+    done += compile_warm_ups()
     return done
+
+
+TRITON_TYPES = {"torch.int32": "*i32", "torch.int64": "*i64", "torch.bool": "*i1",
+                "torch.float32": "*fp32", "torch.bfloat16": "*bf16"}
+
+
+def compile_warm_ups() -> list[str]:
+    """The kernels the engine compiles ahead through `compile_ahead` (the async count
+    correction at a small and a 256-row capacity, the draft's first-pass slots), from the
+    very arguments their `warm_up` gives Triton (session 41's slot kernel read a Python
+    global and never compiled on the GPU: its torch fallback served, silently); and the
+    drafter's step update."""
+    from vllm_bass.kernels import count_correction, first_pass_slot_mapping
+    from vllm_bass.kernels.draft_step_update import _draft_step_update_kernel
+
+    launches = [("count_correction capacity=8", count_correction.warm_up_launch(8)),
+                ("count_correction capacity=256", count_correction.warm_up_launch(256)),
+                ("first_pass_slot_mapping", first_pass_slot_mapping.warm_up_launch())]
+    done = []
+    for what, (kernel, args, meta) in launches:
+        meta = dict(meta)
+        num_warps = meta.pop("num_warps")
+        runtime = [n for i, n in enumerate(kernel.arg_names) if not kernel.params[i].is_constexpr]
+        assert len(runtime) == len(args), (what, runtime, args)
+        pointers = {name: TRITON_TYPES[str(arg)] for name, arg in zip(runtime, args)
+                    if not isinstance(arg, int)}
+        _compile_sm90(kernel, meta, pointers, num_warps=num_warps)
+        done.append(what)
+    _compile_sm90(_draft_step_update_kernel,
+                  {"BLOCK_SIZE": 16, "MAX_MODEL_LEN": 4096, "N_BLOCKS": 256, "PAD": -1},
+                  {"positions_ptr": "*i64", "block_table_ptr": "*i32", "seq_lens_ptr": "*i32",
+                   "slot_mapping_ptr": "*i64", "num_reqs_ptr": "*i32"}, num_warps=1)
+    return done + ["draft_step_update"]
 
 
 def compile_pdl_neighbours() -> list[str]:
@@ -155,7 +190,7 @@ def test_kernels_compile_for_sm90():
     run = subprocess.run([sys.executable, __file__], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert run.stdout.count("compiled") == 20, run.stdout
+    assert run.stdout.count("compiled") == 24, run.stdout
 
 
 if __name__ == "__main__":

@@ -121,9 +121,17 @@ def warm_up(device: torch.device, capacity: int) -> bool:
     block = block_for(capacity)
     if block > MAX_BLOCK:
         return False  # vLLM's function serves this runner (`usable`)
-    _usable = compile_ahead(_count_correction_kernel, (*DTYPES, 8), device, "count-correction",
-                            BLOCK=block, num_warps=warps_for(block))
+    kernel, args, meta = warm_up_launch(capacity)
+    _usable = compile_ahead(kernel, args, device, "count-correction", **meta)
     return _usable
+
+
+def warm_up_launch(capacity: int) -> tuple:
+    """(kernel, arguments with dtypes for tensors, meta) of the one binary a runner of
+    `capacity` rows launches: what `warm_up` compiles and the CPU compile test compiles."""
+    block = block_for(capacity)
+    return (_count_correction_kernel, (*DTYPES, 8),
+            dict(BLOCK=block, num_warps=warps_for(block)))
 
 
 reference = count_correction_ref

@@ -17,6 +17,7 @@ import triton.language as tl
 from vllm_bass.kernels.warmup import compile_ahead
 
 PADDING_SLOT = -1  # vLLM's PADDING_SLOT_ID: no KV write
+_PAD = tl.constexpr(PADDING_SLOT)  # what a kernel may read of a global
 BLOCK = 64  # tokens a program handles per iteration
 # values and alignment unspecialised: one binary for every batch (Triton's defaults compile
 # another variant for an argument == 1 or % 16 == 0, inside a serving step)
@@ -53,7 +54,7 @@ def _first_pass_slot_mapping_kernel(
         block = tl.load(row + clamped // block_size, mask=mask, other=0).to(tl.int64)
         slot = block * block_size + clamped % block_size
         rejected = tl.load(rejected_ptr + idx, mask=mask, other=0)
-        slot = tl.where((pos >= max_model_len) | (rejected != 0), PADDING_SLOT, slot)
+        slot = tl.where((pos >= max_model_len) | (rejected != 0), _PAD, slot)
         tl.store(out_ptr + idx, slot, mask=mask)
 
 
@@ -109,7 +110,13 @@ def warm_up(device: torch.device) -> bool:
     compiles; a Triton that cannot compile it switches this process to vLLM's torch form
     (never fails the engine)."""
     global _usable
-    _usable = compile_ahead(_first_pass_slot_mapping_kernel,
-                            (*DTYPES[:4], 8, DTYPES[4], 1, 16, 4096), device,
-                            "first-pass slot-mapping", BLOCK=BLOCK, num_warps=1)
+    kernel, args, meta = warm_up_launch()
+    _usable = compile_ahead(kernel, args, device, "first-pass slot-mapping", **meta)
     return _usable
+
+
+def warm_up_launch() -> tuple:
+    """(kernel, arguments with dtypes for tensors, meta) of the engine's one binary: what
+    `warm_up` compiles and the CPU compile test compiles for sm_90."""
+    return (_first_pass_slot_mapping_kernel, (*DTYPES[:4], 8, DTYPES[4], 1, 16, 4096),
+            dict(BLOCK=BLOCK, num_warps=1))
