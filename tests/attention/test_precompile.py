@@ -387,23 +387,35 @@ def test_compile_watch_logs_serving_compiles_bounded(monkeypatch):
     watch.remove()
 
 
-def distinct_binaries() -> dict[str, tuple[int, int]]:
-    """Per kernel, over every FULL graph a 7B-shape BASS target captures (max_num_seqs 256,
-    K = 4): (Triton cache keys, distinct constexpr sets) of the replayed launches. Keys come
-    from Triton's own specialisation of each argument, as its launcher computes them."""
-    from triton._C.libtriton import native_specialize_impl
-    from triton.backends.compiler import BaseBackend
-
-    from vllm_bass.attention.precompile import replay_launches, target_graph_batches
+def distinct_binaries() -> dict[str, dict[str, tuple[int, int]]]:
+    """Per kernel: (Triton cache keys, distinct constexpr sets) of the replayed launches,
+    keys from Triton's own specialisation of each argument, as its launcher computes them.
+    `graphs`: every FULL graph a 7B-shape BASS target captures (max_num_seqs 256, K = 4);
+    `eager_draft`: steps outside the graphs on the 5x1280 draft's layers (20 heads of 64:
+    the eager first pass meets any request count and query length), every combination of
+    1-13 requests, 1-9 query tokens and four contexts, not only `eager_batches`' one each."""
+    from vllm_bass.attention.precompile import GraphBatch, replay_launches, target_graph_batches
     from vllm_bass.engine_config import bass_capture_sizes
 
     sizes = bass_capture_sizes(256, 4096)
     keys = [_key(t, True, 256) for t in sizes if t <= 256] + [
         _key(t, False, 256) for t in sizes if t <= 256 * 5]
     batches = target_graph_batches(_runner(keys, 256, 5))
-    launches = replay_launches(_builder(32, 32), batches,
-                               torch.zeros(256, 256, dtype=torch.int32), _kv_cache(32),
-                               torch.device("cpu"))
+    graphs = replay_launches(_builder(32, 32), batches,
+                             torch.zeros(256, 256, dtype=torch.int32), _kv_cache(32),
+                             torch.device("cpu"))
+    eager = [GraphBatch(reqs, reqs * query, query, seq, False, eager=True)
+             for reqs in range(1, 14) for query in range(1, 10) for seq in (64, 300, 1500, 4000)]
+    draft = replay_launches(_builder(20, 20, head_size=64), eager,
+                            torch.zeros(16, 256, dtype=torch.int32), _kv_cache(20, 64),
+                            torch.device("cpu"))
+    return {"graphs": _count_binaries(graphs), "eager_draft": _count_binaries(draft)}
+
+
+def _count_binaries(launches) -> dict[str, tuple[int, int]]:
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
     found = collections.defaultdict(lambda: (set(), set()))
     for launch in launches:
         params = [p for p in launch.kernel.params if not p.is_constexpr]
@@ -422,17 +434,22 @@ def distinct_binaries() -> dict[str, tuple[int, int]]:
 def test_batch_counts_do_not_split_a_plan_into_binaries():
     """Request counts, query tiles and split counts vary from graph to graph; specialised,
     each new ==1 / multiple-of-16 combination was another 1.5-3 s compile (here, before
-    session 34: 4 SPLIT binaries for one constexpr set, 4 PAD for 2, 6 reductions for 4)."""
+    session 34: 4 SPLIT binaries for one constexpr set, 4 PAD for 2, 6 reductions for 4).
+    Token counts vary from eager step to eager step: the SPLIT workspace's plane offset was
+    16-aligned at some only (20 heads), and the 5x1280 draft's first pass compiled a second
+    SPLIT binary while serving (session 42's H200 run)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     run = subprocess.run([sys.executable, __file__], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    counts = eval(run.stdout.strip().splitlines()[-1])  # noqa: S307 - our own dict literal
-    assert set(counts) >= {"_paged_attention_pad_kernel", "_paged_attention_split_kernel",
-                           "_split_reduce_kernel", "_reshape_and_cache_kernel"}, counts
-    for name, (binaries, plans) in counts.items():
-        assert binaries == plans, f"{name}: {binaries} binaries for {plans} plans"
+    found = eval(run.stdout.strip().splitlines()[-1])  # noqa: S307 - our own dict literal
+    for where, counts in found.items():
+        assert set(counts) >= {"_paged_attention_pad_kernel", "_paged_attention_split_kernel",
+                               "_split_reduce_kernel", "_reshape_and_cache_kernel"}, (where,
+                                                                                     counts)
+        for name, (binaries, plans) in counts.items():
+            assert binaries == plans, f"{where}, {name}: {binaries} binaries for {plans} plans"
 
 
 if __name__ == "__main__":

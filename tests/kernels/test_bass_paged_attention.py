@@ -28,6 +28,7 @@ from vllm_bass.kernels.paged_attention import (
 from vllm_bass.kernels.paged_attention_common import AttnTiles, paged_attention_ref, pick_tiles
 from vllm_bass.kernels.paged_attention_pad import paged_attention_pad
 from vllm_bass.kernels.paged_attention_split import (
+    ml_layout,
     paged_attention_split,
     split_geometry,
     split_workspace_numel,
@@ -277,8 +278,9 @@ def test_captured_split_plan_uses_fewer_splits_for_more_requests(device):
                               split_programs=6 * kv_heads)
         assert_close(out, _ref(b), dtype, f"{qlens}")
         # the sums of each (token, head, split): splits past the ones used saw no key
-        ml_plane = num_tokens * heads * launched
-        sums = ws[ml_plane * tiles.block_d + ml_plane:][:ml_plane].view(num_tokens, heads, launched)
+        ml_base, ml_plane = ml_layout(num_tokens, heads, launched, tiles.block_d)
+        sums = ws[ml_base + ml_plane:][:num_tokens * heads * launched].view(num_tokens, heads,
+                                                                             launched)
         if used > 1:  # (a causal row may see no key of the last split used)
             assert (sums[:, :, :used - 1] > 0).all() and (sums[:, :, used - 1] > 0).any(), qlens
             assert (sums[:, :, used:] == 0).all(), qlens
@@ -316,6 +318,12 @@ def test_choose_plan():
     assert choose_plan(2, 32, 32, 128, 5, 8192, sms).num_splits == 6
     assert choose_plan(7, 32, 32, 128, 5, 8192, sms).strategy == "pad"  # 224 programs
     assert small_batch.workspace_numel(5, 32) == 5 * 32 * small_batch.num_splits * (128 + 2)
+    # 20 heads (the 5x1280 draft): the (max, sum) planes stay 16-aligned at every token count,
+    # one SPLIT binary for every batch (Triton specialises ints on divisibility by 16)
+    for tokens in (1, 3, 7, 64):
+        base, plane = ml_layout(tokens, 20, 3, 64)
+        assert plane % 16 == 0 and base % 16 == 0 and plane >= tokens * 20 * 3
+        assert split_workspace_numel(tokens, 20, 3, 64) == base + 2 * plane
     assert small_batch.min_split_keys == MIN_SPLIT_TOKENS == 128  # short ones are not split
     assert small_batch.split_programs == 0  # the step's own plan: splits as chosen
     # a captured graph's plan aims at ~3 programs an SM for whatever batch it meets

@@ -221,9 +221,24 @@ def split_geometry(max_seq_len: int, num_splits: int, block_n: int) -> tuple[int
     return split_len, cdiv(max(1, max_seq_len), split_len)
 
 
+ML_ALIGN = 16  # the (max, sum) planes start at multiples of 16 elements
+
+
+def ml_layout(num_tokens: int, num_heads: int, num_splits: int, block_d: int) -> tuple:
+    """(ml_base, ml_plane): where the (max, sum) planes start in the workspace and the
+    length of one. The plane is rounded up to ML_ALIGN elements so that its offset is 16-
+    aligned at every batch: Triton specialises an int argument on divisibility by 16, and a
+    plane of tokens x heads x splits (20 heads, the 5x1280 draft) was aligned at some token
+    counts only, so the eager first pass compiled a second SPLIT binary while serving
+    (session 42)."""
+    ml_plane = -(-num_tokens * num_heads * num_splits // ML_ALIGN) * ML_ALIGN
+    return ml_plane * block_d, ml_plane
+
+
 def split_workspace_numel(num_tokens: int, num_heads: int, num_splits: int, block_d: int) -> int:
     """fp32 elements of the workspace: partial outputs plus (max, sum)."""
-    return num_tokens * num_heads * num_splits * (block_d + 2)
+    ml_base, ml_plane = ml_layout(num_tokens, num_heads, num_splits, block_d)
+    return ml_base + 2 * ml_plane
 
 
 def paged_attention_split(
@@ -270,8 +285,7 @@ def paged_attention_split(
     group = num_heads // num_kv_heads
     _, num_splits = split_geometry(max_seq_len, num_splits, tiles.block_n)
     num_q_tiles = cdiv(max_query_len, tiles.q_per_tile)
-    ml_plane = num_tokens * num_heads * num_splits
-    ml_base = ml_plane * tiles.block_d
+    ml_base, ml_plane = ml_layout(num_tokens, num_heads, num_splits, tiles.block_d)
     if workspace is None:
         workspace = torch.empty(ml_base + 2 * ml_plane, dtype=torch.float32, device=q.device)
     if check:
