@@ -357,9 +357,18 @@ def _child(spec_path: str, out_path: str) -> None:
             kernels_before = compiled_kernels()
             n_repeats = timed_repeats(spec["repeats"], warm_seconds,
                                       spec.get("min_timed_seconds", 0.0))
+            rep_steps = []  # (on, off) steps of each repeat, read between the timed runs
+
+            def timed_repeat():
+                first = counters()
+                seconds = n_tokens * sum(run(slots) for slots in slot_runs) / len(slot_runs)
+                last = counters()
+                rep_steps.append((last["steps_on"] - first["steps_on"],
+                                  last["steps_off"] - first["steps_off"]))
+                return seconds
+
             reps, rep_compiles = repeat_until_clean(  # the fastest: one-off stalls left out
-                lambda: n_tokens * sum(run(slots) for slots in slot_runs) / len(slot_runs),
-                lambda: sum(compiled_kernels().values()), n_repeats)
+                timed_repeat, lambda: sum(compiled_kernels().values()), n_repeats)
             seconds = min(reps)  # a closed batch's makespan (or its continuous equivalent)
             after = counters()
             jit = compiled_kernels() - kernels_before
@@ -382,6 +391,10 @@ def _child(spec_path: str, out_path: str) -> None:
                 "repeat_ms_per_token": [1000.0 * r / n_tokens for r in reps],
                 "jit_compiles_in_repeats": dict(jit),
                 "repeat_jit_compiles": rep_compiles,
+                # whether a slow repeat sat off more (sessions 41-42: BASS's first timed
+                # repeat at batch 4 ran 5.45 against 3.87 ms/token, 41% off-steps overall)
+                "repeat_off_step_fraction": [off_ / (on_ + off_) if on_ + off_ else None
+                                             for on_, off_ in rep_steps],
                 "workload": spec.get("workload", "closed"),
             })
             print(f"  {spec['system']} {spec['draft']} alpha={acceptance} batch={batch}: "
