@@ -152,3 +152,17 @@ def test_bass_default_runs_first_unless_the_order_is_kept():
     assert vs_vllm.run_order(given) == ["bass_default", "plain", "vllm_k2", "vllm_k3"]
     assert vs_vllm.run_order(given, keep_order=True) == given
     assert vs_vllm.run_order(["plain", "vllm_k2"]) == ["plain", "vllm_k2"]
+
+
+def test_each_repeat_says_how_it_speculated():
+    """A slow repeat beside fast ones: did it sit off, draft longer, or accept less?"""
+    counts = [{"steps_on": 30, "steps_off": 10, "vllm:spec_decode_num_drafts": 60,
+               "vllm:spec_decode_num_draft_tokens": 150,
+               "vllm:spec_decode_num_accepted_tokens": 90},
+              {"steps_on": 0, "steps_off": 0, "vllm:spec_decode_num_drafts": 0,
+               "vllm:spec_decode_num_draft_tokens": 0,
+               "vllm:spec_decode_num_accepted_tokens": 0}]
+    got = vs_vllm.repeat_speculation(counts)
+    assert got == {"repeat_off_step_fraction": [0.25, None],
+                   "repeat_mean_draft_length": [2.5, None],
+                   "repeat_mean_acceptance_length": [2.5, None]}

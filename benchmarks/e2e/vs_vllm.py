@@ -277,6 +277,23 @@ def repeat_until_clean(run_once, compiles_so_far, repeats: int,
     return results, compiles
 
 
+def repeat_speculation(counts: list[dict]) -> dict:
+    """Per timed repeat, from its counter deltas: the share of off-steps (BASS only), the
+    mean draft length and the mean acceptance length (tokens a verification emits)."""
+    def ratio(a, b):
+        return a / b if b else None
+
+    return {
+        "repeat_off_step_fraction": [ratio(c["steps_off"], c["steps_on"] + c["steps_off"])
+                                     for c in counts],
+        "repeat_mean_draft_length": [ratio(c["vllm:spec_decode_num_draft_tokens"],
+                                           c["vllm:spec_decode_num_drafts"]) for c in counts],
+        "repeat_mean_acceptance_length": [
+            1 + c["vllm:spec_decode_num_accepted_tokens"] / c["vllm:spec_decode_num_drafts"]
+            if c["vllm:spec_decode_num_drafts"] else None for c in counts],
+    }
+
+
 # ---------------------------------------------------------------------------------- child
 def compiled_kernels() -> collections.Counter:
     """Triton kernels compiled so far by this engine (its own cache folder), by name: those
@@ -357,14 +374,13 @@ def _child(spec_path: str, out_path: str) -> None:
             kernels_before = compiled_kernels()
             n_repeats = timed_repeats(spec["repeats"], warm_seconds,
                                       spec.get("min_timed_seconds", 0.0))
-            rep_steps = []  # (on, off) steps of each repeat, read between the timed runs
+            rep_counts = []  # each repeat's counter deltas, read between the timed runs
 
             def timed_repeat():
                 first = counters()
                 seconds = n_tokens * sum(run(slots) for slots in slot_runs) / len(slot_runs)
                 last = counters()
-                rep_steps.append((last["steps_on"] - first["steps_on"],
-                                  last["steps_off"] - first["steps_off"]))
+                rep_counts.append({k: last[k] - first[k] for k in last})
                 return seconds
 
             reps, rep_compiles = repeat_until_clean(  # the fastest: one-off stalls left out
@@ -391,10 +407,9 @@ def _child(spec_path: str, out_path: str) -> None:
                 "repeat_ms_per_token": [1000.0 * r / n_tokens for r in reps],
                 "jit_compiles_in_repeats": dict(jit),
                 "repeat_jit_compiles": rep_compiles,
-                # whether a slow repeat sat off more (sessions 41-42: BASS's first timed
-                # repeat at batch 4 ran 5.45 against 3.87 ms/token, 41% off-steps overall)
-                "repeat_off_step_fraction": [off_ / (on_ + off_) if on_ + off_ else None
-                                             for on_, off_ in rep_steps],
+                # whether a slow repeat sat off more or drafted otherwise (session 42: BASS's
+                # repeats 3.87-5.45 ms/token at batch 4, 5.12-6.49 at 16; vLLM's within 9%)
+                **repeat_speculation(rep_counts),
                 "workload": spec.get("workload", "closed"),
             })
             print(f"  {spec['system']} {spec['draft']} alpha={acceptance} batch={batch}: "
