@@ -60,3 +60,21 @@ def test_a_dearer_draft_scales_only_the_drafts_terms(law):
     verify = 0.0072 * 24
     assert law.h100_step_ms(8, 3, 24) - plain - verify == pytest.approx(
         2 * (drafting - plain - verify))
+
+
+def test_a_host_floor_bills_short_drafts_as_the_floors_length(law):
+    """--host-floor-drafts N: a drafting step lasts at least as long as N draft steps (a
+    host-bound device: session 41's H200 batch-16 steps of 1-3 drafts all ~6.6-6.8 ms); off
+    steps, the verified tokens' price and longer drafts are the law's."""
+    law.CONTEXT_LAW[0], law.KNEE_LAW[0] = True, False
+    cached = 8 * 300
+    plain, three = law.h100_step_ms(8, 0, 0, 0, cached), law.h100_step_ms(8, 3, 8, 0, cached)
+    five = law.h100_step_ms(8, 5, 8, 0, cached)
+    law.HOST_FLOOR_DRAFTS[0] = 3
+    assert law.h100_step_ms(8, 0, 0, 0, cached) == plain
+    assert law.h100_step_ms(8, 1, 8, 0, cached) == pytest.approx(three)
+    assert law.h100_step_ms(8, 2, 8, 0, cached) == pytest.approx(three)
+    assert law.h100_step_ms(8, 3, 8, 0, cached) == pytest.approx(three)
+    assert law.h100_step_ms(8, 5, 8, 0, cached) == pytest.approx(five)
+    assert law.h100_step_ms(8, 1, 16, 0, cached) - law.h100_step_ms(8, 1, 8, 0, cached) == (
+        pytest.approx(0.0072 * 8))

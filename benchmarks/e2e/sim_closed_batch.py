@@ -92,12 +92,15 @@ def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
     (BASS default, 4x1024 draft, alpha 0.3 and the mix, batch 1-256, drafter graphs;
     `session18/traces_call1.tgz`; median abs. residual 0.5 ms): a plain step is 5.68 ms +
     0.049 ms per request; drafting at all adds 0.55 ms + 0.006 ms per request (the first
-    pass), each draft step 0.17 + 0.0036 ms per request, each verified draft token 0.0072 ms."""
+    pass), each draft step 0.17 + 0.0036 ms per request, each verified draft token 0.0072 ms.
+    The switches below reshape it (LAW_SWITCHES), HOST_FLOOR_DRAFTS among them."""
     ms = 5.68 + 0.049 * batch + 0.0072 * verify_tokens + PREFILL_TOKEN_MS * other_tokens
-    if draft_steps:
+    one_draft = draft_steps == 1
+    if draft_steps:  # a host-bound device bills at least HOST_FLOOR_DRAFTS draft steps
+        draft_steps = max(draft_steps, HOST_FLOOR_DRAFTS[0])
         ms += DRAFT_COST_SCALE[0] * (0.55 + 0.006 * batch
                                      + draft_steps * (0.17 + 0.0036 * batch))
-    if draft_steps == 1:
+    if one_draft:
         ms += ONE_DRAFT_PREMIUM_MS[0]
     if KNEE_LAW[0]:
         decode_tokens = batch + verify_tokens
@@ -110,10 +113,18 @@ def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
     return ms
 
 
+# A host-bound device (--host-floor-drafts N): a drafting step lasts at least what the law
+# gives N draft steps, so up to N they cost the same; the host's work, not the GPU's, sets
+# the period. Session 41's H200 traces (5x1280, 256-token prompts): at batch 16 one-, two-
+# and three-draft steps took 6.62 / 6.80 / 6.60 ms (step medians) while the runner's host
+# phases plus the scheduler took ~6 ms against 5.1-5.5 ms of kernels. 0: the law alone.
+HOST_FLOOR_DRAFTS = [0]
+
+
 MAX_MODEL_LEN = [512]  # raised for long prompts (--prompt-len)
 # the module's switches (one-element lists) that shape the simulated device's law
 LAW_SWITCHES = ("JITTER", "CONTEXT_LAW", "KNEE_LAW", "DRAFT_COST_SCALE", "MAX_MODEL_LEN",
-                "ONE_DRAFT_PREMIUM_MS")
+                "ONE_DRAFT_PREMIUM_MS", "HOST_FLOOR_DRAFTS")
 
 
 def law_state() -> tuple:
@@ -332,11 +343,14 @@ def main() -> None:
                     help="the law's draft terms times this (a dearer draft shape)")
     ap.add_argument("--one-draft-premium-ms", type=float, default=0.0,
                     help="a one-draft step costs this much more (session 40's H200 trace)")
+    ap.add_argument("--host-floor-drafts", type=int, default=0,
+                    help="a drafting step lasts at least N draft steps (host-bound device)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     JITTER[0] = args.jitter
     DRAFT_COST_SCALE[0] = args.draft_cost_scale
     ONE_DRAFT_PREMIUM_MS[0] = args.one_draft_premium_ms
+    HOST_FLOOR_DRAFTS[0] = args.host_floor_drafts
     CONTEXT_LAW[0] = args.context_law
     KNEE_LAW[0] = args.knee_law
     MAX_MODEL_LEN[0] = max(512, args.prompt_len + args.max_tokens + 64)

@@ -20,7 +20,9 @@ batch drafts its cap for every request, not ragged lengths within it), `linearfi
 (the step-cost fit without / with session 40's one-draft premium; without is the default
 again since session 41), `explore`
 (session 40, dropped: length exploration on), `replan_s40` / `replan_loose` (session 41:
-when a plan is solved again, session 40's rule / a looser one than the default), `default`. (Session 40's dropped `probeN`,
+when a plan is solved again, session 40's rule / a looser one than the default),
+`draftpriorX` (session 42: the cost prior's draft step at X plain steps, 0.12 the
+default), `default`. (Session 40's dropped `probeN`,
 probes of N drafts, needed a policy hook: git history at ba0ce8e.)
 `--one-draft-premium-ms` gives the simulated device session 40's one-draft premium.
 (Session 29's `offshareX`, the off-steps' least share of the cost fit, lives in git history
@@ -34,6 +36,7 @@ at c63dd22.)
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -48,7 +51,7 @@ import sim_closed_batch as scb  # noqa: E402
 
 from vllm_bass.policy.auto_off import CONFIDENT_SPEEDUP as DEFAULT_CONFIDENT  # noqa: E402
 from vllm_bass.policy import per_request  # noqa: E402
-from vllm_bass.policy.cost_model import StepCostEstimator  # noqa: E402
+from vllm_bass.policy.cost_model import PRIOR_COSTS, StepCostEstimator  # noqa: E402
 
 # when a plan is solved again (`per_request._plan_stands`): the defaults, and variants
 REPLAN_DEFAULTS = {name: getattr(per_request, name) for name in (
@@ -87,6 +90,9 @@ def configure(variant: str, sched) -> None:
         sched.bass_costs = StepCostEstimator(one_draft_term=False)
     elif variant == "onedraftfit":  # session 40's default: the one-draft premium
         sched.bass_costs = StepCostEstimator(one_draft_term=True)
+    elif variant.startswith("draftprior"):  # the cost prior's draft step, in plain steps
+        prior = dataclasses.replace(PRIOR_COSTS, per_draft_step=float(variant[10:]))
+        sched.bass_costs = StepCostEstimator(prior=prior)
     elif (variant != "default" and not variant.startswith("confident")
           and variant not in REPLAN_VARIANTS):
         raise SystemExit(f"unknown variant {variant!r}")
@@ -124,9 +130,12 @@ def main() -> None:
                     help="the law's draft terms times this (sim_closed_batch)")
     ap.add_argument("--one-draft-premium-ms", type=float, default=0.0,
                     help="a one-draft step costs this much more (sim_closed_batch)")
+    ap.add_argument("--host-floor-drafts", type=int, default=0,
+                    help="a drafting step lasts at least N draft steps (sim_closed_batch)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     scb.JITTER[0] = args.jitter
+    scb.HOST_FLOOR_DRAFTS[0] = args.host_floor_drafts
     scb.DRAFT_COST_SCALE[0] = args.draft_cost_scale
     scb.ONE_DRAFT_PREMIUM_MS[0] = args.one_draft_premium_ms
     scb.CONTEXT_LAW[0] = args.context_law
@@ -149,7 +158,8 @@ def main() -> None:
              "jitter": args.jitter, "prompt_len": args.prompt_len,
              "context_law": args.context_law, "knee_law": args.knee_law,
              "draft_cost_scale": args.draft_cost_scale,
-             "one_draft_premium_ms": args.one_draft_premium_ms, "rows": rows}, indent=1))
+             "one_draft_premium_ms": args.one_draft_premium_ms,
+             "host_floor_drafts": args.host_floor_drafts, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":
