@@ -21,8 +21,8 @@ batch drafts its cap for every request, not ragged lengths within it), `linearfi
 again since session 41), `explore`
 (session 40, dropped: length exploration on), `replan_s40` / `replan_loose` (session 41:
 when a plan is solved again, session 40's rule / a looser one than the default),
-`draftpriorX` (session 42: the cost prior's draft step at X plain steps, 0.12 the
-default), `default`. (Session 40's dropped `probeN`,
+`draftpriorX[_Y]` (session 42: the cost prior's draft step at X plain steps, 0.12 the
+default, and its first pass at Y, 0.05), `default`. (Session 40's dropped `probeN`,
 probes of N drafts, needed a policy hook: git history at ba0ce8e.)
 `--one-draft-premium-ms` gives the simulated device session 40's one-draft premium.
 (Session 29's `offshareX`, the off-steps' least share of the cost fit, lives in git history
@@ -90,8 +90,11 @@ def configure(variant: str, sched) -> None:
         sched.bass_costs = StepCostEstimator(one_draft_term=False)
     elif variant == "onedraftfit":  # session 40's default: the one-draft premium
         sched.bass_costs = StepCostEstimator(one_draft_term=True)
-    elif variant.startswith("draftprior"):  # the cost prior's draft step, in plain steps
-        prior = dataclasses.replace(PRIOR_COSTS, per_draft_step=float(variant[10:]))
+    elif variant.startswith("draftprior"):  # the cost prior's draft step (and, after a
+        # "_", its first pass), in plain steps: draftprior0.04 or draftprior0.04_0.10
+        step, _, first = variant[len("draftprior"):].partition("_")
+        prior = dataclasses.replace(PRIOR_COSTS, per_draft_step=float(step),
+                                    draft_pass=float(first or PRIOR_COSTS.draft_pass))
         sched.bass_costs = StepCostEstimator(prior=prior)
     elif (variant != "default" and not variant.startswith("confident")
           and variant not in REPLAN_VARIANTS):
