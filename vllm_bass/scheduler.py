@@ -306,7 +306,6 @@ class BassScheduler(Scheduler):
         if probes is not None:
             probes.need_off_sample = (
                 self.bass_costs.off_weight(len(req_ids)) < OFF_SAMPLES_WANTED)
-            probes.off_anchored = self.bass_costs.anchored(len(req_ids))
         if getattr(policy, "explore_enabled", False):  # off by default: no work then
             policy.explore_lengths = self.bass_costs.lengths_unvaried(len(req_ids))
         # the step scheduled now verifies the drafts of the previous plan

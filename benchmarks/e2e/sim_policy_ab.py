@@ -90,8 +90,6 @@ def configure(variant: str, sched) -> None:
         sched.bass_costs = StepCostEstimator(one_draft_term=False)
     elif variant == "onedraftfit":  # session 40's default: the one-draft premium
         sched.bass_costs = StepCostEstimator(one_draft_term=True)
-    elif variant == "no_off_anchor":  # the fit and auto-off without session 42's anchor
-        sched.bass_costs = StepCostEstimator(learned_shape=False)
     elif variant.startswith("draftprior"):  # the cost prior's draft step (and, after a
         # "_", its first pass), in plain steps: draftprior0.04 or draftprior0.04_0.10
         step, _, first = variant[len("draftprior"):].partition("_")

@@ -175,7 +175,6 @@ class ProbeSchedule:
         self.steps_off = 0
         self.steps_on = 0
         self.need_off_sample = False
-        self.off_anchored = True  # session 42, tried: confidence only once anchored
         # consecutive off-steps per measurement: under async scheduling the first off-step
         # after drafting still runs a draft pass (it verifies the last drafts), so only a
         # second one measures plain decoding (the scheduler sets 2 there)
@@ -192,7 +191,6 @@ class ProbeSchedule:
             self.steps_on = 0
             return False
         self.steps_on += 1
-        confident = confident and self.off_anchored
         if self.need_off_sample and not confident and self.steps_on >= self.measure_interval:
             self.steps_on = 0
             self.need_off_sample = False  # one per request from the scheduler

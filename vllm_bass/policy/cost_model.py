@@ -148,9 +148,6 @@ class _Fit:
     draft_steps_squares: float = 0.0
     unsolved: int = 0  # steps since theta was solved
     theta: np.ndarray | None = None  # the solved costs
-    # the costs of the last solve whose window held plain (off) steps, drafting ones too:
-    # the ridge's shape once the off-steps have left the window (`learned_shape`)
-    anchored_theta: np.ndarray | None = None
 
 
 def stall_mask(xs: np.ndarray, ys: np.ndarray, prior_shape: np.ndarray, ridge_fit) -> np.ndarray:
@@ -243,12 +240,8 @@ def nonnegative_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class StepCostEstimator:
     def __init__(self, prior: StepCostModel | None = None, forget: float = 0.98,
                  prior_strength: float = 0.1, min_weight: float = 6.0,
-                 session29_fit: bool = False, one_draft_term: bool = False,
-                 learned_shape: bool = True):
+                 session29_fit: bool = False, one_draft_term: bool = False):
         self.prior = prior or PRIOR_COSTS
-        # session 42, tried and dropped (simulated: -2.0% to +2.4%): once a bucket's window
-        # held off-steps, the split they anchored shapes the ridge after they left it
-        self.learned_shape = learned_shape
         # True (VLLM_BASS_COST_FIT=one_draft, an A/B aid): a one-draft step's own premium
         # (`StepCostModel.one_draft`, prior 0); False (the default since session 41): the
         # line through every drafting step
@@ -354,9 +347,6 @@ class StepCostEstimator:
         # 16-18 ms: every drafting cost looked 1.3-1.5x dearer and the plans shortened
         off = (xs[:, 1] == 0) & decode
         anchored = not self.session29_fit
-        fallback_shape = shape
-        if self.learned_shape and anchored and fit.anchored_theta is not None:
-            fallback_shape = fit.anchored_theta
 
         def ridge_fit(mask: np.ndarray, robust: np.ndarray | None = None) -> np.ndarray:
             xm, ym, wm = xs[mask], ys[mask], w[mask]
@@ -369,8 +359,7 @@ class StepCostEstimator:
                                   / float(shape @ mean_off))
             else:
                 mean_x = (wm @ xm) / wm.sum()
-                theta0 = fallback_shape * ((wm @ ym) / wm.sum()
-                                           / float(fallback_shape @ mean_x))
+                theta0 = shape * ((wm @ ym) / wm.sum() / float(shape @ mean_x))
             xtx = (xm * wm[:, None]).T @ xm + ridge
             xty = (xm * (wm * ym)[:, None]).sum(axis=0) + ridge @ theta0
             return nonnegative_solve(xtx, xty)
@@ -387,19 +376,7 @@ class StepCostEstimator:
             scale = max(1.4826 * float(np.median(residual[keep])), floor)
             theta = ridge_fit(keep, np.minimum(1.0, HUBER_K * scale / np.maximum(residual,
                                                                                   1e-12)))
-        drafting = (xs[:, 1] > 0) & keep
-        if anchored and (off & keep).any() and drafting.any() and theta[0] > 0:
-            fit.anchored_theta = theta.copy()
         return theta
-
-    def anchored(self, batch: int) -> bool:
-        """Off-steps measured for this bucket (in the window, or before: learned_shape)."""
-        fit = self.fits.get(batch_bucket(batch))
-        if fit is None:
-            return False
-        if fit.off_weight >= self.forget ** WINDOW:
-            return True
-        return self.learned_shape and fit.anchored_theta is not None
 
     def lengths_unvaried(self, batch: int) -> bool:
         """The bucket's recent drafting steps (decayed like the fit's, at least
