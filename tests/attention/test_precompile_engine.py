@@ -42,8 +42,8 @@ def test_no_unforeseen_compiles_at_the_benchmarks_head_shape(tmp_path):
     vLLM's eager warm-up of each FULL graph had compiled 3 PAD binaries inside the capture
     (session 35; the tiny pair's head shape does not show it), and steps outside the graphs
     compiled their own plans while serving (session 41), and no kernel warm-up fell back to
-    its torch form (session 41's first-pass slots, found in session 42). Two dummy-weight layers keep it
-    short; the output is not compared (random weights)."""
+    its torch form (session 41's first-pass slots, found in session 42). Two dummy-weight
+    layers keep it short; the output is not compared (random weights)."""
     from benchmarks.e2e.dummy_models import dummy_model_folder
     from benchmarks.e2e.vs_vllm import DRAFT_SHAPES, TARGET_SHAPE
 
