@@ -370,29 +370,27 @@ def _child(spec_path: str, out_path: str) -> None:
                 # tail too (JIT compiles), the cost model, the estimates
                 run(slots)
             warm_seconds = (time.perf_counter() - warm_start) / len(slot_runs)
-            before = counters()
+            marks = [counters()]  # the counters before the timed runs and after each
             kernels_before = compiled_kernels()
             n_repeats = timed_repeats(spec["repeats"], warm_seconds,
                                       spec.get("min_timed_seconds", 0.0))
-            rep_counts = []  # each repeat's counter deltas, read between the timed runs
 
             def timed_repeat():
-                first = counters()
                 seconds = n_tokens * sum(run(slots) for slots in slot_runs) / len(slot_runs)
-                last = counters()
-                rep_counts.append({k: last[k] - first[k] for k in last})
+                marks.append(counters())  # read between the timed runs
                 return seconds
 
             reps, rep_compiles = repeat_until_clean(  # the fastest: one-off stalls left out
                 timed_repeat, lambda: sum(compiled_kernels().values()), n_repeats)
             seconds = min(reps)  # a closed batch's makespan (or its continuous equivalent)
-            after = counters()
+            rep_counts = [{k: last[k] - first[k] for k in last}
+                          for first, last in zip(marks, marks[1:])]
             jit = compiled_kernels() - kernels_before
             if (batch in spec.get("profile_batches", ())
                     and acceptance in spec.get("profile_acceptance", ())):
                 _profiled_run(llm, spec, acceptance, batch,
                               lambda: [run(s) for s in slot_runs])
-            d = {k: after[k] - before[k] for k in after}
+            d = {k: marks[-1][k] - marks[0][k] for k in marks[0]}
             drafts = d["vllm:spec_decode_num_drafts"]
             on, off = d["steps_on"], d["steps_off"]
             rows.append({

@@ -105,10 +105,10 @@ def count_correction(computed, accepted, prev_positions, valid, prev_drafts, cpu
     """In place, as `count_correction_ref`; the block holds `computed`'s whole capacity
     (`usable` says whether it may)."""
     n = _check(computed, accepted, prev_positions, valid, prev_drafts, cpu)
-    assert block_for(computed.shape[0]) <= MAX_BLOCK, ("num_computed_tokens", computed.shape)
+    block = block_for(computed.shape[0])
+    assert block <= MAX_BLOCK, ("num_computed_tokens", computed.shape)
     if n == 0:
         return
-    block = block_for(computed.shape[0])
     _count_correction_kernel[(1,)](computed, accepted, prev_positions, valid, prev_drafts,
                                    cpu, n, BLOCK=block, num_warps=warps_for(block))
 
@@ -118,8 +118,7 @@ def warm_up(device: torch.device, capacity: int) -> bool:
     step compiles; a Triton that cannot compile it switches this process to the torch form
     (never fails the engine)."""
     global _usable
-    block = block_for(capacity)
-    if block > MAX_BLOCK:
+    if block_for(capacity) > MAX_BLOCK:
         return False  # vLLM's function serves this runner (`usable`)
     kernel, args, meta = warm_up_launch(capacity)
     _usable = compile_ahead(kernel, args, device, "count-correction", **meta)
