@@ -170,10 +170,11 @@ def test_policy_forgets_finished_requests():
 @pytest.mark.parametrize("async_scheduling", [False, True])
 def test_plain_step_measurements_are_real_off_steps(async_scheduling, monkeypatch):
     """While plain decoding is unmeasured, auto-off takes measuring off-steps among paying
-    drafting steps: one at a time under sync scheduling, two in a row under async (the first
-    still runs a one-token draft pass, so it is timed as a one-token drafting step; sync
-    skips the pass even there). (Every plan here counts as marginal: with all drafts
-    accepted it is far ahead of plain decoding, where no measurement is taken.)"""
+    drafting steps, one at a time, and they are timed as steps without a draft pass: under
+    async scheduling too, where the first off-step verifies the last drafts (it ran a
+    one-token draft pass until session 43, and two were taken in a row). (Every plan here
+    counts as marginal: with all drafts accepted it is far ahead of plain decoding, where no
+    measurement is taken.)"""
     from vllm_bass.policy import auto_off
 
     monkeypatch.setattr(auto_off, "CONFIDENT_SPEEDUP", float("inf"))
@@ -187,11 +188,23 @@ def test_plain_step_measurements_are_real_off_steps(async_scheduling, monkeypatc
     lengths = [out.num_spec_tokens_to_schedule for out, _ in log]
     runs = [len(run) for run in "".join("0" if n == 0 else "x" for n in lengths[2:]).split("x")
             if run]
-    assert runs and set(runs) == {2 if async_scheduling else 1}, lengths
+    assert runs and set(runs) == {1}, lengths
     if async_scheduling:
-        assert all(verify == 0 for steps, verify in timed if steps == 0), timed
-        assert (1, 8) in timed, timed  # the first off-step of each pair
+        assert (0, 8) in timed, timed  # the off-step that verified the last drafts
+        assert (1, 8) not in timed, timed  # ... timed without a draft pass
     assert any(steps == 0 for steps, _ in timed), timed
+
+
+def test_an_async_off_step_beside_a_prefill_is_timed_with_its_draft_pass():
+    """The runner skips the draft pass of an off-step that verified drafts only in pure
+    decoding; beside a prefill chunk it still runs a one-token pass, timed as one."""
+    sched = _scheduler(True, draft_length_policy="fixed", num_speculative_tokens=4)
+    assert sched.bass_draft_steps_run(0, 8, 0) == 0
+    assert sched.bass_draft_steps_run(0, 8, 100) == 1
+    assert sched.bass_draft_steps_run(0, 0, 100) == 0
+    assert sched.bass_draft_steps_run(3, 8, 100) == 3
+    sync = _scheduler(False, draft_length_policy="fixed", num_speculative_tokens=4)
+    assert sync.bass_draft_steps_run(0, 8, 100) == 0
 
 
 # Closed loop: the scheduler's cost model, the policies and auto-off against a simulated

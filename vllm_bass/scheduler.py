@@ -26,8 +26,8 @@ drafts need.
   `StepCostEstimator`; the policy uses the relative cost model for the step's batch size to
   turn drafting off when it does not pay (auto-off) and, for per_request, to choose the draft
   lengths. Off-steps measure plain decoding; auto-off takes one when that measurement is
-  stale (two in a row under async scheduling, where an off-step that verifies drafts still
-  runs a one-token draft pass and is timed as such).
+  stale (one off-step; under async scheduling, where an off-step that verifies drafts beside
+  a prefill runs a one-token draft pass, that step is timed as such).
 BASS statistics are derived in the front end (`vllm_bass.metrics`) from the stats this
 scheduler already ships.
 """
@@ -219,9 +219,6 @@ class BassScheduler(Scheduler):
             raise RuntimeError("BassScheduler started without additional_config['bass']; use "
                                "--spec-worker bass or speculative_config={'method': 'bass'}")
         self.bass_policy = with_test_off_cycle(make_policy(self.bass_config), os.environ)
-        probes = getattr(self.bass_policy, "probes", None)
-        if probes is not None and self.bass_async:
-            probes.measure_steps = 2  # see ProbeSchedule.measure_steps
         # the plan whose drafts are being produced (verified by the next scheduled step)
         self.bass_plan = DraftPlan(self.num_spec_tokens)
         self._bass_known_reqs: set[str] = set()
@@ -379,11 +376,13 @@ class BassScheduler(Scheduler):
             self.bass_policy.forget(gone)
         self._bass_known_reqs = current
 
-    def bass_draft_steps_run(self, planned: int, verify_tokens: int) -> int:
+    def bass_draft_steps_run(self, planned: int, verify_tokens: int,
+                             other_tokens: int = 0) -> int:
         """Draft steps the runner ran in a step: the plan, except that under async
-        scheduling an off-step that verified drafts runs a one-token pass (model_runner),
-        which must not be timed as plain decoding."""
-        if planned == 0 and self.bass_async and verify_tokens > 0:
+        scheduling an off-step that verified drafts beside a prefill runs a one-token pass
+        (model_runner), which must not be timed as plain decoding. In pure decoding it
+        runs none since session 43 (only vLLM's bookkeeping of the accepted counts)."""
+        if planned == 0 and self.bass_async and verify_tokens > 0 and other_tokens > 0:
             return 1
         return planned
 
@@ -424,7 +423,8 @@ class BassScheduler(Scheduler):
             return
         verify_tokens = sum(len(s) for s in out.scheduled_spec_decode_tokens.values())
         other_tokens = out.total_num_scheduled_tokens - batch - verify_tokens
-        draft_steps = self.bass_draft_steps_run(out.num_spec_tokens_to_schedule, verify_tokens)
+        draft_steps = self.bass_draft_steps_run(out.num_spec_tokens_to_schedule, verify_tokens,
+                                                other_tokens)
         self.bass_costs.observe(batch, draft_steps, verify_tokens, end - last, other_tokens)
         if self._bass_trace is not None:
             self._bass_trace.write(f"{end:.6f},{batch},{draft_steps},{verify_tokens},"

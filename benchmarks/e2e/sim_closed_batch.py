@@ -209,8 +209,9 @@ class SimulatedH100:
                 n += 1
             accepted[rid] = n
             verify += len(drafts)
-        drafted = self.sched.bass_draft_steps_run(out.num_spec_tokens_to_schedule, verify)
         n = len(out.num_scheduled_tokens)
+        drafted = self.sched.bass_draft_steps_run(out.num_spec_tokens_to_schedule, verify,
+                                                  out.total_num_scheduled_tokens - n - verify)
         requests = self.sched.requests
         cached = sum(requests[r].num_computed_tokens for r in out.num_scheduled_tokens
                      if r in requests and requests[r].num_output_tokens > 0)

@@ -65,9 +65,28 @@ REPLAN_VARIANTS = {
 }
 
 
+def oracle_costs(batch: int):
+    """The simulated law's own relative costs at `batch` requests (the law's context term
+    left out): what a perfect cost fit would give the policy."""
+    from vllm_bass.policy.cost_model import StepCostModel
+
+    plain = scb.h100_step_ms(batch, 0, 0)
+    one = scb.h100_step_ms(batch, 1, 0) - plain
+    step = scb.h100_step_ms(batch, 2, 0) - plain - one
+    token = (scb.h100_step_ms(batch, 0, 1) - plain)
+    return StepCostModel(base=1.0, per_draft_step=step / plain, per_verify_token=token / plain,
+                         draft_pass=(one - step) / plain)
+
+
 def configure(variant: str, sched) -> None:
-    """Set the variant on a fresh scheduler's policy (and the module constants it reads)."""
+    """Set the variant on a fresh scheduler's policy (and the module constants it reads);
+    `A+B` sets both."""
     from vllm_bass.policy import auto_off
+
+    if "+" in variant:
+        for part in variant.split("+"):
+            configure(part, sched)
+        return
 
     auto_off.CONFIDENT_SPEEDUP = (float(variant[len("confident"):])
                                   if variant.startswith("confident") else DEFAULT_CONFIDENT)
@@ -96,6 +115,13 @@ def configure(variant: str, sched) -> None:
         prior = dataclasses.replace(PRIOR_COSTS, per_draft_step=float(step),
                                     draft_pass=float(first or PRIOR_COSTS.draft_pass))
         sched.bass_costs = StepCostEstimator(prior=prior)
+    elif variant == "freeswitch":  # what skipping the async one-token pass would give: an
+        # off-step that verifies drafts runs no draft pass (session 43)
+        sched.bass_draft_steps_run = lambda planned, verify_tokens: planned
+    elif variant == "oracle":  # the law's true costs in place of the fit (session 43)
+        sched.bass_costs.model_for = oracle_costs
+    elif variant == "closedoff":  # a closed batch's cap decides drafting at all (session 43)
+        sched.bass_policy.closed_decides_off = True
     elif (variant != "default" and not variant.startswith("confident")
           and variant not in REPLAN_VARIANTS):
         raise SystemExit(f"unknown variant {variant!r}")

@@ -92,6 +92,18 @@ _FIXED: tuple[Surface, ...] = (
             "request order and computed-token counts of the step", UPSTREAM),
     Surface(f"{RUNNER}.drafter", "private", "vllm_bass.worker.model_runner",
             "the draft proposer BASS drives", UPSTREAM),
+    Surface(f"{RUNNER}._copy_valid_sampled_token_count", "private",
+            "vllm_bass.worker.model_runner", "an async off-step that verified drafts skips "
+            "the draft pass but keeps vLLM's bookkeeping of the accepted counts",
+            "vLLM skips the drafter for a step that drafts nothing",
+            "(self, next_token_ids: torch.Tensor, valid_sampled_tokens_count: torch.Tensor) "
+            "-> None"),
+    Surface(f"{RUNNER}.discard_request_mask", "private", "vllm_bass.worker.model_runner",
+            "the same bookkeeping's discarded rows (partial prefills)",
+            "vLLM skips the drafter for a step that drafts nothing"),
+    Surface(f"{DRAFTER}.prepare_next_token_ids_padded", "private",
+            "vllm_bass.worker.model_runner", "the same bookkeeping's accepted counts and "
+            "next tokens", "vLLM skips the drafter for a step that drafts nothing"),
     Surface(f"{RUNNER}.cudagraph_dispatcher", "private", "vllm_bass.worker.model_runner",
             "FULL keys for ragged verification batches", "vLLM graphs ragged batches"),
     Surface(f"{DRAFTER}.draft_attn_groups", "private", "vllm_bass.worker.drafter.draft_graphs",

@@ -175,18 +175,12 @@ class ProbeSchedule:
         self.steps_off = 0
         self.steps_on = 0
         self.need_off_sample = False
-        # consecutive off-steps per measurement: under async scheduling the first off-step
-        # after drafting still runs a draft pass (it verifies the last drafts), so only a
-        # second one measures plain decoding (the scheduler sets 2 there)
-        self.measure_steps = 1
-        self._measuring = 0
 
     def measure_off_due(self, off: bool, confident: bool = False) -> bool:
         """`confident`: the plan is predicted so far ahead of plain decoding that measuring
-        plain decoding could not change the decision (CONFIDENT_SPEEDUP)."""
-        if self._measuring:
-            self._measuring -= 1
-            return True
+        plain decoding could not change the decision (CONFIDENT_SPEEDUP). One off-step a
+        measurement: under async scheduling the first off-step after drafting ran a draft
+        pass until session 43 (it verifies the last drafts), and two were taken in a row."""
         if off:
             self.steps_on = 0
             return False
@@ -194,7 +188,6 @@ class ProbeSchedule:
         if self.need_off_sample and not confident and self.steps_on >= self.measure_interval:
             self.steps_on = 0
             self.need_off_sample = False  # one per request from the scheduler
-            self._measuring = self.measure_steps - 1
             return True
         return False
 

@@ -355,8 +355,10 @@ class PerRequestDraftLength(DraftLengthPolicy):
         if not closed:
             lengths = self.best_lengths(alphas)
         elif self.uniform_pays(alphas) or any(self.best_lengths(alphas)):
-            longest = max(1, self.closed_batch_cap(alphas, remaining))
-            lengths = self.lengths_within(alphas, longest)
+            longest = self.closed_batch_cap(alphas, remaining)
+            if getattr(self, "closed_decides_off", False) and longest == 0:
+                return [0] * len(alphas)
+            lengths = self.lengths_within(alphas, max(1, longest))
         else:
             lengths = [0] * len(alphas)
         ragged = [max(self.min_length, n) for n in lengths]

@@ -11,8 +11,8 @@ back rejected KV slots by overwriting. The mixin changes what BASS changes:
   * whole-batch off-steps of pure decoding run no draft pass at all (a plain decode step);
     the next drafting step catches the draft's KV up (`drafter.draft_sync`; under async
     scheduling from a device record of the skipped tokens, since the host does not have
-    them yet). Under async scheduling, an off-step that verifies drafts still runs a one-token
-    draft pass (vLLM corrects the next step's positions from that pass's bookkeeping);
+    them yet). Under async scheduling, an off-step that verifies drafts runs only vLLM's
+    bookkeeping of the accepted counts (the next step's positions are corrected from it);
   * full CUDA graphs for one-token decoding: vLLM captures its full decode graphs only for
     batches of exactly 1 + K tokens per sequence (K = num_speculative_tokens, 32 for
     `bass`) and rounds every capture size to a multiple of 1 + K. BASS verification is
@@ -246,9 +246,10 @@ class BassModelRunnerMixin:
         of pure decoding skip the draft pass; the next drafting step catches the draft's KV
         up from the host token buffer (sync) or, under async scheduling, where the host
         has placeholders for the latest tokens, from a device record of the skipped steps'
-        input tokens. Where an off-step cannot skip under async scheduling, it runs a
-        one-token draft pass whose draft is never scheduled, which keeps the draft's KV
-        current."""
+        input tokens. An off-step that verifies drafts skips too: under async scheduling it
+        runs only vLLM's bookkeeping of the accepted counts (`_bass_async_bookkeeping`).
+        Where an off-step cannot skip under async scheduling, it runs a one-token draft
+        pass whose draft is never scheduled, which keeps the draft's KV current."""
         req_ids = list(self.input_batch.req_ids)
         self._bass_forget_finished(req_ids)
         batch_length = scheduler_output.num_spec_tokens_to_schedule
@@ -262,12 +263,11 @@ class BassModelRunnerMixin:
         catch_up = None
         if debt is not None and drafter.bass_can_catch_up():
             starts = self.input_batch.num_computed_tokens_cpu[:len(req_ids)]
-            # async: a step that verified drafts must run vLLM's draft-pass bookkeeping
-            # (the next step's optimistic positions are corrected from it)
-            if (batch_length == 0 and not (self.bass_async and spec_decode_metadata is not None)
-                    and self._bass_may_skip_draft(
-                        scheduler_output, req_ids, starts, debt, drafter,
-                        skipped.depth if skipped is not None else None)):
+            if (batch_length == 0 and self._bass_may_skip_draft(
+                    scheduler_output, req_ids, starts, debt, drafter,
+                    skipped.depth if skipped is not None else None)):
+                if self.bass_async and spec_decode_metadata is not None:
+                    self._bass_async_bookkeeping(drafter, sampled_token_ids)
                 debt.record_skip(req_ids, starts)
                 if skipped is not None:
                     scheduled = [scheduler_output.num_scheduled_tokens[r] for r in req_ids]
@@ -297,6 +297,16 @@ class BassModelRunnerMixin:
         if faults is not None and faults.take():
             return self._bass_after_draft_fault(scheduler_output, req_ids, catch_up, drafts)
         return drafts
+
+    def _bass_async_bookkeeping(self, drafter, sampled_token_ids) -> None:
+        """What vLLM's runner does for a step that verified drafts without running its
+        drafter (`sample_tokens`, when the input does not fit the drafter): the accepted
+        counts and next tokens, from which the next step's optimistic positions and input
+        token are corrected. Until session 43 such an off-step ran a one-token draft pass
+        for this (0.3-0.4 of a plain step with a dear draft), so every switch off cost one."""
+        next_token_ids, valid_counts = drafter.prepare_next_token_ids_padded(
+            sampled_token_ids, self.requests, self.input_batch, self.discard_request_mask.gpu)
+        self._copy_valid_sampled_token_count(next_token_ids, valid_counts)
 
     def _bass_no_drafts(self, req_ids: list[str]) -> list[list[int]]:
         self._draft_probs = None
