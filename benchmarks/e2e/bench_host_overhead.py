@@ -49,18 +49,18 @@ def _child(mode: str, batch: int, steps: int, out: str) -> None:
 
     register()
     kwargs = base_engine_kwargs(max_num_seqs=batch)
-    if mode == "bass_fixed1":  # one draft token every step: BASS's verification path
-        kwargs["speculative_config"] = bass_spec(num_speculative_tokens=1,
+    if mode.startswith("bass_fixed"):  # K draft tokens every step: BASS's verification path
+        kwargs["speculative_config"] = bass_spec(num_speculative_tokens=int(mode[10:]),
                                                  draft_length_policy="fixed", auto_off=False)
-    elif mode == "vllm_k1":  # vLLM's own draft_model speculation, same draft
+    elif mode.startswith("vllm_k"):  # vLLM's own draft_model speculation, same draft
         from support.isolated_engine import DRAFT
 
         kwargs["speculative_config"] = {"method": "draft_model", "model": DRAFT,
-                                        "num_speculative_tokens": 1}
+                                        "num_speculative_tokens": int(mode[6:])}
     elif mode == "bass_off":
         kwargs["speculative_config"] = bass_spec(num_speculative_tokens=8)
     elif mode != "plain":
-        raise SystemExit(f"unknown mode {mode!r}: plain, bass_off, bass_fixed1 or vllm_k1")
+        raise SystemExit(f"unknown mode {mode!r}: plain, bass_off, bass_fixedK or vllm_kK")
     llm = LLM(**kwargs)
     prompts = [f"def f{i}(x):\n    return" for i in range(batch)]
     params = SamplingParams(temperature=0, max_tokens=steps, ignore_eos=True)
@@ -86,8 +86,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--modes", default="plain,bass_off",
-                    help="of plain, bass_off, bass_fixed1 (BASS drafting one token every "
-                    "step), vllm_k1 (vLLM's draft_model, K=1)")
+                    help="of plain, bass_off, bass_fixedK (BASS drafting K tokens every "
+                    "step), vllm_kK (vLLM's draft_model, K)")
     ap.add_argument("--out", default="benchmarks/results/host_overhead")
     ap.add_argument("--child", nargs=3, metavar=("MODE", "BATCH", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
