@@ -46,6 +46,9 @@
 #   bash scripts/gpu_bench.sh k1_premium  # session 40: fixed K=1 / 2 / 3 (ours) and K=1 on
 #                                       # FA3 at batch 8 / 4 / 2, 3 repeats, traced: is a
 #                                       # one-draft step dearer than a three-draft one?
+#   bash scripts/gpu_bench.sh low_k     # session 43: 3x1536, alpha 0.4, batch 4 / 16: the
+#                                       # default vs fixed K=1 / 2 (ours), vLLM K=1, plain, traced
+#   bash scripts/gpu_bench.sh mix_large # session 43: the mix at batch 64-256, vLLM K=1-3, plain
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
 #                                       # the any-batch grid vs the direct grid),
 #                                       # then the engine tests outside the engine part
@@ -260,6 +263,27 @@ case "${1:-}" in
     grep -h "compiled while serving" "$W"/hostab_logs/* 2>/dev/null | cut -c1-300 | head -8
     cleanup
     pack host_ab ;;
+  low_k)  # session 43: 3x1536, alpha 0.4, batch 4 lost to vLLM K=1 on best repeats (0.93x;
+    # BASS drafted 1.7-3.0, a ~6.4 ms step against K=1's ~5.4): the default beside fixed
+    # K=1 / 2 in BASS's engine, vLLM K=1 and plain, traced (does the fit price a draft right?)
+    traced_slice lowk 540 150 "${LK_SYSTEMS:-bass_default,bass_fixed1,bass_fixed2,vllm_k1,plain}" \
+      ${LK_ARGS:---drafts 3x1536 --acceptance 0.4 --batches 4,16 --prompt-len 256}
+    python3 benchmarks/e2e/plan_summary.py "$W"/traces/bass_default_*.csv --alpha 0.4 \
+      --out "$OUT/plan_summary.json" 2>&1 | tail -8
+    python3 benchmarks/e2e/step_shapes.py "$W"/traces/*.csv --out "$OUT/step_shapes.json"
+    cleanup
+    pack low_k ;;
+  mix_large)  # session 43: the mix at batch 64-256 against vLLM K=1-3 (bracketed), 4x1024,
+    # 384-token prompts (call 3 had K=1 only and no BASS row at 256); untraced
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    cleanup
+    timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/mix_large" \
+      --systems "${ML_SYSTEMS:-bass_default,vllm_k2,vllm_k3,vllm_k1,plain}" \
+      ${ML_ARGS:---drafts 4x1024 --acceptance mix --batches 64,128,256 --prompt-len 384} \
+      --max-tokens 128 --repeats 3 --timeout 180 2>&1 | grep -E "start-up|FAILED|Error"
+    cp "$W/mix_large.json" "$W/mix_large.md" "$OUT/" 2>/dev/null
+    cleanup
+    pack mix_large ;;
   k1_premium)  # session 40: at batch 4 (5x1280 draft, 256-token prompts, H200) one-draft
     # steps took 6.8 ms against 5.7 for three drafts in one engine, and fixed K=1's engine
     # 7.3 ms a step against fixed K=3's 6.3: is it real, ours (K=1 on FA3 too), and where
@@ -351,5 +375,5 @@ PY
       > "$W/time_budget.log" 2>&1
     tail -5 "$W/time_budget.log"
     pack timebudget ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|onedraft_ab|k1_premium" >&2; exit 2 ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|onedraft_ab|k1_premium|host_ab|low_k|mix_large" >&2; exit 2 ;;
 esac
