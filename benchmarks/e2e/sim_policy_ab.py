@@ -24,6 +24,10 @@ when a plan is solved again, session 40's rule / a looser one than the default),
 `draftpriorX[_Y]` (session 42: the cost prior's draft step at X plain steps, 0.12 the
 default, and its first pass at Y, 0.05), `default`. (Session 40's dropped `probeN`,
 probes of N drafts, needed a policy hook: git history at ba0ce8e.)
+`oracle` (session 43: the law's own costs in place of the fit), `closedoff` (session 43, not
+adopted: a closed batch's `closed_batch_cap` may turn the batch off too), `A+B` (both).
+(Session 43's `freeswitch`, an async off-step that verifies drafts without a draft pass, is
+the default since; the code before it: 3653854.)
 `--one-draft-premium-ms` gives the simulated device session 40's one-draft premium.
 (Session 29's `offshareX`, the off-steps' least share of the cost fit, lives in git history
 at c63dd22.)
@@ -115,9 +119,6 @@ def configure(variant: str, sched) -> None:
         prior = dataclasses.replace(PRIOR_COSTS, per_draft_step=float(step),
                                     draft_pass=float(first or PRIOR_COSTS.draft_pass))
         sched.bass_costs = StepCostEstimator(prior=prior)
-    elif variant == "freeswitch":  # what skipping the async one-token pass would give: an
-        # off-step that verifies drafts runs no draft pass (session 43)
-        sched.bass_draft_steps_run = lambda planned, verify_tokens: planned
     elif variant == "oracle":  # the law's true costs in place of the fit (session 43)
         sched.bass_costs.model_for = oracle_costs
     elif variant == "closedoff":  # a closed batch's cap decides drafting at all (session 43)

@@ -123,6 +123,9 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self.explore_lengths = False
         self.explore_enabled = bool(bass_config.explore_draft_lengths)
         self.closed_batch_plan = bool(bass_config.closed_batch_plan)
+        # the closed objective turns the batch off too (`sim_policy_ab.py`'s `closedoff`,
+        # session 43: +2% on a dear draft, -2% to +1% on the H100 law; not adopted)
+        self.closed_decides_off = False
         self._drafting_since_explore = 0
         self._explorations = 0
 
@@ -356,9 +359,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
             lengths = self.best_lengths(alphas)
         elif self.uniform_pays(alphas) or any(self.best_lengths(alphas)):
             longest = self.closed_batch_cap(alphas, remaining)
-            if getattr(self, "closed_decides_off", False) and longest == 0:
-                return [0] * len(alphas)
-            lengths = self.lengths_within(alphas, max(1, longest))
+            lengths = ([0] * len(alphas) if self.closed_decides_off and longest == 0
+                       else self.lengths_within(alphas, max(1, longest)))
         else:
             lengths = [0] * len(alphas)
         ragged = [max(self.min_length, n) for n in lengths]
