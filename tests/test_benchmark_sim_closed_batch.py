@@ -12,11 +12,11 @@ pytestmark = [pytest.mark.cpu]
 
 @pytest.fixture
 def law():
-    """The module, its switches (one-element lists) restored after the test."""
-    saved = {name: getattr(scb, name)[0] for name in scb.LAW_SWITCHES}
+    """The module, its switches (lists) restored after the test."""
+    saved = {name: list(getattr(scb, name)) for name in scb.LAW_SWITCHES}
     yield scb
     for name, value in saved.items():
-        getattr(scb, name)[0] = value
+        getattr(scb, name)[:] = value
 
 
 def test_plain_decoding_is_simulated_with_its_prefill_and_growing_contexts(law):
@@ -78,3 +78,20 @@ def test_a_host_floor_bills_short_drafts_as_the_floors_length(law):
     assert law.h100_step_ms(8, 5, 8, 0, cached) == pytest.approx(five)
     assert law.h100_step_ms(8, 1, 16, 0, cached) - law.h100_step_ms(8, 1, 8, 0, cached) == (
         pytest.approx(0.0072 * 8))
+
+
+def test_a_warm_up_slows_an_engines_first_steps_only(law):
+    """`WARMUP`: the first N steps of a scheduler's life take up to 1 + F times the law,
+    over batches (an engine warms up once); plain decoding's baseline is warmed up as the
+    variants are, so its timed batch runs on the law."""
+    law.JITTER[0] = 0.0
+    law.MAX_MODEL_LEN[0] = 512
+    batch, tokens = 4, 32
+    cold = law.plain_makespan_ms(batch, tokens, 8)
+    law.WARMUP[:] = [20, 1.0]
+    sched = law.system_scheduler("plain", batch)
+    first = law.run_batch(sched, [0.0] * batch, tokens, seed=0)["ms"]
+    second = law.run_batch(sched, [0.0] * batch, tokens, seed=0)["ms"]
+    assert first > 1.3 * second
+    assert second == pytest.approx(cold)
+    assert law.plain_makespan_ms(batch, tokens, 8) == pytest.approx(cold)

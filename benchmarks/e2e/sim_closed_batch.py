@@ -121,15 +121,30 @@ def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
 HOST_FLOOR_DRAFTS = [0]
 
 
+# An engine's warm-up (--warmup-steps N --warmup-extra F): its first N steps take up to
+# 1 + F times the law, falling linearly to 1 (session 43's H200 trace, 3x1536, batch 8:
+# the first ~46 steps of a new engine took 7-14 ms where later ones of the same shape took
+# 6.1-6.7). Counted over the scheduler's life, not one batch's.
+WARMUP = [0, 0.0]
+
+
+def warmup_factor(sched) -> float:
+    """This step's warm-up factor, and one more step counted on `sched`."""
+    steps, extra = WARMUP
+    k = getattr(sched, "_sim_steps", 0)
+    sched._sim_steps = k + 1
+    return 1.0 + extra * max(0.0, 1.0 - k / steps) if steps else 1.0
+
+
 MAX_MODEL_LEN = [512]  # raised for long prompts (--prompt-len)
 # the module's switches (one-element lists) that shape the simulated device's law
 LAW_SWITCHES = ("JITTER", "CONTEXT_LAW", "KNEE_LAW", "DRAFT_COST_SCALE", "MAX_MODEL_LEN",
-                "ONE_DRAFT_PREMIUM_MS", "HOST_FLOOR_DRAFTS")
+                "ONE_DRAFT_PREMIUM_MS", "HOST_FLOOR_DRAFTS", "WARMUP")
 
 
 def law_state() -> tuple:
     """The switches' current values, in LAW_SWITCHES order."""
-    return tuple(globals()[name][0] for name in LAW_SWITCHES)
+    return tuple(tuple(globals()[name]) for name in LAW_SWITCHES)
 
 
 def scheduler(batch: int, policy: str, k: int, auto_off: bool, async_scheduling: bool,
@@ -217,7 +232,7 @@ class SimulatedH100:
                      if r in requests and requests[r].num_output_tokens > 0)
         self.ms += (h100_step_ms(n, drafted, verify, out.total_num_scheduled_tokens - n - verify,
                                  cached)
-                    * self.rng.uniform(1 - JITTER[0], 1 + JITTER[0]))
+                    * self.rng.uniform(1 - JITTER[0], 1 + JITTER[0]) * warmup_factor(self.sched))
         self.steps += 1
         self.verified += verify
         return runner_output(self.sched, out, accepted)
@@ -312,8 +327,12 @@ def plain_makespan_ms(batch: int, max_tokens: int, prompt_len: int, seeds: int =
 def _plain_makespan_ms(batch: int, max_tokens: int, prompt_len: int, seeds: int,
                        *law) -> float:
     """(`law`: the module's switches, so a changed law is simulated afresh.)"""
-    times = [run_batch(system_scheduler("plain", batch), [0.0] * batch, max_tokens, seed,
-                       prompt_len)["ms"] for seed in range(seeds)]
+    times = []
+    for seed in range(seeds):
+        sched = system_scheduler("plain", batch)
+        if WARMUP[0]:  # warmed up as the variants are (`sim_policy_ab.makespan_ratio`)
+            run_batch(sched, [0.0] * batch, max_tokens, 1000 + 17 * seed, prompt_len)
+        times.append(run_batch(sched, [0.0] * batch, max_tokens, seed, prompt_len)["ms"])
     return statistics.mean(times)
 
 

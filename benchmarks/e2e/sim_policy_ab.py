@@ -25,7 +25,9 @@ when a plan is solved again, session 40's rule / a looser one than the default),
 default, and its first pass at Y, 0.05), `default`. (Session 40's dropped `probeN`,
 probes of N drafts, needed a policy hook: git history at ba0ce8e.)
 `oracle` (session 43: the law's own costs in place of the fit), `closedoff` (session 43, not
-adopted: a closed batch's `closed_batch_cap` may turn the batch off too), `A+B` (both).
+adopted: a closed batch's `closed_batch_cap` may turn the batch off too), `unbounded`
+(session 43: plans not held within FIT_GROWTH of the longest draft the fit has seen, the
+default before), `A+B` (both).
 (Session 43's `freeswitch`, an async off-step that verifies drafts without a draft pass, is
 the default since; the code before it: 3653854.)
 `--one-draft-premium-ms` gives the simulated device session 40's one-draft premium.
@@ -58,6 +60,7 @@ from vllm_bass.policy import per_request  # noqa: E402
 from vllm_bass.policy.cost_model import PRIOR_COSTS, StepCostEstimator  # noqa: E402
 
 # when a plan is solved again (`per_request._plan_stands`): the defaults, and variants
+DEFAULT_FIT_GROWTH = per_request.FIT_GROWTH
 REPLAN_DEFAULTS = {name: getattr(per_request, name) for name in (
     "REPLAN_ALPHA_CHANGE", "REPLAN_MEAN_CHANGE", "REPLAN_EVERY", "COST_TOLERANCE")}
 REPLAN_VARIANTS = {
@@ -83,19 +86,25 @@ def oracle_costs(batch: int):
 
 
 def configure(variant: str, sched) -> None:
-    """Set the variant on a fresh scheduler's policy (and the module constants it reads);
-    `A+B` sets both."""
+    """Set the variant on a fresh scheduler's policy (and the module constants it reads,
+    back to their defaults first); `A+B` sets both."""
     from vllm_bass.policy import auto_off
 
-    if "+" in variant:
-        for part in variant.split("+"):
-            configure(part, sched)
-        return
-
-    auto_off.CONFIDENT_SPEEDUP = (float(variant[len("confident"):])
-                                  if variant.startswith("confident") else DEFAULT_CONFIDENT)
+    auto_off.CONFIDENT_SPEEDUP = DEFAULT_CONFIDENT
+    per_request.FIT_GROWTH = DEFAULT_FIT_GROWTH
     for name, value in REPLAN_DEFAULTS.items():
-        setattr(per_request, name, REPLAN_VARIANTS.get(variant, {}).get(name, value))
+        setattr(per_request, name, value)
+    for part in variant.split("+"):
+        _configure_part(part, sched)
+
+
+def _configure_part(variant: str, sched) -> None:
+    from vllm_bass.policy import auto_off
+
+    if variant.startswith("confident"):
+        auto_off.CONFIDENT_SPEEDUP = float(variant[len("confident"):])
+    for name, value in REPLAN_VARIANTS.get(variant, {}).items():
+        setattr(per_request, name, value)
     if variant in ("closed_plan", "open_plan"):
         sched.bass_policy.closed_batch_plan = variant == "closed_plan"
     elif variant == "hardknee":  # session 28's bound: no knee price
@@ -123,6 +132,9 @@ def configure(variant: str, sched) -> None:
         sched.bass_costs.model_for = oracle_costs
     elif variant == "closedoff":  # a closed batch's cap decides drafting at all (session 43)
         sched.bass_policy.closed_decides_off = True
+    elif variant == "unbounded":  # plans not held near the lengths the fit has seen (before
+        # session 43's FIT_GROWTH)
+        per_request.FIT_GROWTH = 10 ** 6
     elif (variant != "default" and not variant.startswith("confident")
           and variant not in REPLAN_VARIANTS):
         raise SystemExit(f"unknown variant {variant!r}")
@@ -162,6 +174,10 @@ def main() -> None:
                     help="a one-draft step costs this much more (sim_closed_batch)")
     ap.add_argument("--host-floor-drafts", type=int, default=0,
                     help="a drafting step lasts at least N draft steps (sim_closed_batch)")
+    ap.add_argument("--warmup-steps", type=int, default=0,
+                    help="an engine's first N steps are slower (sim_closed_batch.WARMUP)")
+    ap.add_argument("--warmup-extra", type=float, default=0.5,
+                    help="... the first by this share of the law, falling to 0 at N")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     scb.JITTER[0] = args.jitter
@@ -170,6 +186,7 @@ def main() -> None:
     scb.ONE_DRAFT_PREMIUM_MS[0] = args.one_draft_premium_ms
     scb.CONTEXT_LAW[0] = args.context_law
     scb.KNEE_LAW[0] = args.knee_law
+    scb.WARMUP[:] = [args.warmup_steps, args.warmup_extra]
     PROMPT_LEN[0] = args.prompt_len
     scb.MAX_MODEL_LEN[0] = max(512, args.prompt_len + 128 + 64)
     variants = args.variants.split(",") + [f"k{k}" for k in args.fixed_k.split(",") if k]
@@ -189,7 +206,8 @@ def main() -> None:
              "context_law": args.context_law, "knee_law": args.knee_law,
              "draft_cost_scale": args.draft_cost_scale,
              "one_draft_premium_ms": args.one_draft_premium_ms,
-             "host_floor_drafts": args.host_floor_drafts, "rows": rows}, indent=1))
+             "host_floor_drafts": args.host_floor_drafts,
+             "warmup": [args.warmup_steps, args.warmup_extra], "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":
