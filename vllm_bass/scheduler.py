@@ -309,8 +309,6 @@ class BassScheduler(Scheduler):
         out.bass_verified_probe = self.bass_plan.probe
         if hasattr(policy, "token_budget"):
             policy.token_budget = budget
-        if hasattr(policy, "longest_fitted"):
-            policy.longest_fitted = self.bass_costs.longest_fitted(len(req_ids))
         if hasattr(policy, "remaining"):
             # a batch that cannot be refilled is done with its slowest request, so its plan
             # minimises the time until then (`closed_batch_cap`); with requests waiting or

@@ -25,9 +25,9 @@ when a plan is solved again, session 40's rule / a looser one than the default),
 default, and its first pass at Y, 0.05), `default`. (Session 40's dropped `probeN`,
 probes of N drafts, needed a policy hook: git history at ba0ce8e.)
 `oracle` (session 43: the law's own costs in place of the fit), `closedoff` (session 43, not
-adopted: a closed batch's `closed_batch_cap` may turn the batch off too), `unbounded`
-(session 43: plans not held within FIT_GROWTH of the longest draft the fit has seen, the
-default before), `A+B` (both).
+adopted: a closed batch's `closed_batch_cap` may turn the batch off too), `A+B` (both).
+(Session 43's `unbounded`, against plans held within 2 of the longest draft the cost fit
+was solved with, lives in git history at b708583; not adopted.)
 (Session 43's `freeswitch`, an async off-step that verifies drafts without a draft pass, is
 the default since; the code before it: 3653854.)
 `--one-draft-premium-ms` gives the simulated device session 40's one-draft premium.
@@ -60,7 +60,6 @@ from vllm_bass.policy import per_request  # noqa: E402
 from vllm_bass.policy.cost_model import PRIOR_COSTS, StepCostEstimator  # noqa: E402
 
 # when a plan is solved again (`per_request._plan_stands`): the defaults, and variants
-DEFAULT_FIT_GROWTH = per_request.FIT_GROWTH
 REPLAN_DEFAULTS = {name: getattr(per_request, name) for name in (
     "REPLAN_ALPHA_CHANGE", "REPLAN_MEAN_CHANGE", "REPLAN_EVERY", "COST_TOLERANCE")}
 REPLAN_VARIANTS = {
@@ -91,7 +90,6 @@ def configure(variant: str, sched) -> None:
     from vllm_bass.policy import auto_off
 
     auto_off.CONFIDENT_SPEEDUP = DEFAULT_CONFIDENT
-    per_request.FIT_GROWTH = DEFAULT_FIT_GROWTH
     for name, value in REPLAN_DEFAULTS.items():
         setattr(per_request, name, value)
     for part in variant.split("+"):
@@ -132,9 +130,6 @@ def _configure_part(variant: str, sched) -> None:
         sched.bass_costs.model_for = oracle_costs
     elif variant == "closedoff":  # a closed batch's cap decides drafting at all (session 43)
         sched.bass_policy.closed_decides_off = True
-    elif variant == "unbounded":  # plans not held near the lengths the fit has seen (before
-        # session 43's FIT_GROWTH)
-        per_request.FIT_GROWTH = 10 ** 6
     elif (variant != "default" and not variant.startswith("confident")
           and variant not in REPLAN_VARIANTS):
         raise SystemExit(f"unknown variant {variant!r}")

@@ -403,17 +403,3 @@ def test_no_one_draft_premium_where_one_draft_is_on_the_line():
     model = _session40_batch4(StepCostEstimator(one_draft_term=True), 0.0)
     assert model.one_draft * 4.67 < 0.05
     assert model.time_for(3, 12) * 4.67 == pytest.approx(5.69, abs=0.1)
-
-
-def test_longest_fitted_is_the_longest_draft_the_solve_saw():
-    est = StepCostEstimator()
-    assert est.longest_fitted(8) is None
-    for i in range(12):
-        est.observe(8, 2 + i % 2, 8 * (2 + i % 2), 0.006 + 0.0002 * (i % 2))
-    est.model_for(8)  # solves
-    assert est.longest_fitted(8) == 3
-    assert est.longest_fitted(64) is None  # another bucket: the prior, no bound
-    est.observe(8, 9, 72, 0.008)
-    assert est.longest_fitted(8) == 3  # not solved with it yet
-    est.model_for(8)
-    assert est.longest_fitted(8) == 9

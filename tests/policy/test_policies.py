@@ -536,27 +536,3 @@ def test_knee_price_is_the_weights_share_per_knee_token_in_coarse_steps():
     assert knee_price(0.5, 256) == pytest.approx(0.5 / 256, rel=0.05)
     assert knee_price(0.26, 256) == knee_price(0.261, 256)  # plans are not re-solved
     assert knee_price(0.1, 256) < knee_price(0.5, 256)
-
-
-def test_per_request_plans_within_reach_of_the_lengths_the_fit_saw():
-    """A cost fit that saw 2-3 drafts and read no cost in a draft step (session 43's H200
-    warm-up) would draft k_max; the plan goes at most FIT_GROWTH past what the fit saw, so
-    each longer length is measured before the next is trusted."""
-    from vllm_bass.policy import per_request
-
-    free_drafts = StepCostModel(base=1.0, per_draft_step=1e-4, per_verify_token=0.0,
-                                draft_pass=0.04)
-    p = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=16),
-                              free_drafts)
-    alphas = [0.7] * 8
-    assert max(p.choose_lengths(alphas)) == 16  # the prior's stand-in: no bound
-    p.longest_fitted = 3
-    assert p.longest_allowed == 3 + per_request.FIT_GROWTH
-    assert max(p.choose_lengths(alphas)) == p.longest_allowed
-    assert max(p.choose_lengths(alphas, remaining=[100] * 8)) <= p.longest_allowed
-    for name in ("a", "b"):
-        assert p.plan([f"{name}{i}" for i in range(8)]).batch_length <= p.longest_allowed
-    p.longest_fitted = 15
-    assert p.longest_allowed == 16  # never past k_max
-    p.longest_fitted = 0
-    assert p.longest_allowed == per_request.FIT_GROWTH

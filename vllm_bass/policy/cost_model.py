@@ -148,7 +148,6 @@ class _Fit:
     draft_steps_squares: float = 0.0
     unsolved: int = 0  # steps since theta was solved
     theta: np.ndarray | None = None  # the solved costs
-    solved_longest: int = 0  # the most draft steps of a step theta was solved with
 
 
 def stall_mask(xs: np.ndarray, ys: np.ndarray, prior_shape: np.ndarray, ridge_fit) -> np.ndarray:
@@ -307,18 +306,8 @@ class StepCostEstimator:
         if (fit.theta is None or fit.unsolved >= every
                 or (fit.unsolved and fit.weight < 2 * self.min_weight)):
             fit.theta = self._solve(fit)
-            fit.solved_longest = int(max(step[2] for step in fit.steps))
             fit.unsolved = 0
         return fit.theta
-
-    def longest_fitted(self, batch: int) -> int | None:
-        """The most draft steps of a step the bucket's fitted costs were solved with (None
-        while the prior stands in): a plan far past it trusts the line's extrapolation
-        (`per_request.FIT_GROWTH`)."""
-        fit = self.fits.get(batch_bucket(batch))
-        if fit is None or fit.weight < self.min_weight or fit.theta is None:
-            return None
-        return fit.solved_longest
 
     def _solve(self, fit: _Fit) -> np.ndarray:
         """Exponentially weighted ridge least squares over the window's steps minus the

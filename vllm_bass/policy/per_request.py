@@ -56,13 +56,6 @@ EXPLORE_INTERVAL = 8
 # again: 78-94% of the steps planned afresh in the closed-batch simulation (128 tokens,
 # batch 4-64, alpha 0.4 / the mix), 56-94% with these bounds (the rest: requests that
 # finish, a closed batch's end).
-# The longest draft a plan may take is at most FIT_GROWTH past the longest the cost fit was
-# solved with (`StepCostEstimator.longest_fitted`), as Algorithm 1 grows by 2: a line fitted
-# to a few lengths extrapolates its slope to all. Session 43 (H200, 3x1536, batch 8): the
-# warm-up run drafted 2-3 for 46 steps, the early (warm-up) ones slower, so the fit read no
-# cost in a draft step (0.0001 of a plain step; ~0.05 measured later) and the plan drafted
-# 16 for 14 steps at 9.4 ms, against 6.5 ms for the 6-8 it settled on.
-FIT_GROWTH = 2
 REPLAN_ALPHA_CHANGE = 0.12
 REPLAN_MEAN_CHANGE = 0.03
 REPLAN_EVERY = 8
@@ -111,9 +104,6 @@ class PerRequestDraftLength(DraftLengthPolicy):
         # CUDA-graph size; None: no limit): part of the optimisation, so a cut plan does not
         # keep a long tail of draft steps for a few sequences
         self.token_budget: int | None = None
-        # the most draft steps the cost fit has seen (the scheduler sets it every step;
-        # None: the prior's costs, no bound)
-        self.longest_fitted: int | None = None
         self._last_key: tuple | None = None
         self._last_lengths: list[int] = []
         self._last_alphas: list[float] = []
@@ -142,13 +132,6 @@ class PerRequestDraftLength(DraftLengthPolicy):
     @property
     def probe_interval(self) -> int:
         return self.probes.interval
-
-    @property
-    def longest_allowed(self) -> int:
-        """k_max, within FIT_GROWTH of the longest draft the cost fit has seen."""
-        if self.longest_fitted is None:
-            return self.k_max
-        return max(1, min(self.k_max, self.longest_fitted + FIT_GROWTH))
 
     def alpha(self, req_id: str) -> float:
         return self.estimates.alpha(req_id)
@@ -192,10 +175,10 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self._drafting_since_explore = 0
         self._explorations += 1
         if self._explorations % 2:
-            longer = [min(self.longest_allowed, n + 2) if i % 2 == 0 else n
+            longer = [min(self.k_max, n + 2) if i % 2 == 0 else n
                       for i, n in enumerate(lengths)]
         else:
-            longer = [min(self.longest_allowed, n + 1) for n in lengths]
+            longer = [min(self.k_max, n + 1) for n in lengths]
         room = self._draft_room(len(lengths))
         if room is not None and sum(longer) > room:
             return lengths
@@ -218,7 +201,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         phi = min(max(float(self.per_request_share), 0.0), 1.0)
         alive = 1.0 - phi + phi * (n - np.arange(n)) / n
         room = self._draft_room(n)
-        lengths = np.arange(0, self.longest_allowed + 1)
+        lengths = np.arange(0, self.k_max + 1)
         if room is not None:
             lengths = lengths[lengths * n <= room]  # room >= 0: length 0 stays
         # every length at once (one sort of a (lengths x n) array): this runs every step,
@@ -286,16 +269,15 @@ class PerRequestDraftLength(DraftLengthPolicy):
         if n == 0:
             return []
         cost = self.cost
-        k_max = self.longest_allowed
         alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 1.0)
         # P(j drafts accepted)
-        gains = alpha[:, None] ** np.arange(1, k_max + 1)[None, :]
+        gains = alpha[:, None] ** np.arange(1, self.k_max + 1)[None, :]
         expected = np.concatenate([np.zeros((n, 1)), np.cumsum(gains, axis=1)], axis=1)
         worth = float(n)  # one step's tokens without drafts
         if n == 1:
             # one sequence: every length at once (the search below costs ~0.5 ms at batch 1,
             # where a step is shortest)
-            lengths = np.arange(k_max + 1)
+            lengths = np.arange(self.k_max + 1)
             times = np.array([cost.time_for(int(k), int(k)) for k in lengths])
             rates = (1.0 + expected[0]) / times
             best = int(np.argmax(rates))  # the shortest among equals, 0 first
@@ -303,7 +285,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         best_lengths = np.zeros(n, dtype=np.int64)
         best_rate = worth / cost.time_for(0, 0)
         room = self._draft_room(n)
-        for cap in range(1, k_max + 1):
+        for cap in range(1, self.k_max + 1):
             rate = best_rate
             for _ in range(8):
                 lengths, new_rate = self._dinkelbach_step(gains[:, :cap], expected, rate, room)
@@ -336,10 +318,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
         return (tokens / times).tolist()
 
     def _uniform_longest(self, n: int, longest: int | None = None) -> int:
-        """The longest length for all within `longest_allowed`, `longest` and the token
-        budget."""
-        allowed = self.longest_allowed
-        longest = allowed if longest is None else min(allowed, longest)
+        """The longest length for all within k_max, `longest` and the token budget."""
+        longest = self.k_max if longest is None else min(self.k_max, longest)
         room = self._draft_room(n)
         return min(longest, room // n) if room is not None and n else longest
 
@@ -368,7 +348,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         """The ragged optimum (within `closed_batch_cap` when the batch is closed:
         `remaining` given), unless one length for all comes within uniform_plan_margin of
         it (BassConfig.uniform_plan_margin; 0: always the ragged optimum)."""
-        longest = self.longest_allowed
+        longest = self.k_max
         closed = self.closed_batch_plan and remaining is not None and len(alphas) >= 2
         # whether to draft at all stays the token rate's call: the closed objective follows
         # the lowest acceptance estimate, and noisy estimates of a marginal quarter (a mix's
@@ -398,7 +378,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
     def _plan_key(self, req_ids: list[str], remaining: list[int] | None) -> tuple:
         """What a plan is solved for besides the estimates and costs (which may drift a
         little)."""
-        return (tuple(req_ids), remaining is None, self.longest_allowed)
+        return (tuple(req_ids), remaining is None)
 
     def _plan_stands(self, req_ids: list[str], alphas: list[float],
                      remaining: list[int] | None) -> bool:
