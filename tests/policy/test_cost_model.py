@@ -403,3 +403,15 @@ def test_no_one_draft_premium_where_one_draft_is_on_the_line():
     model = _session40_batch4(StepCostEstimator(one_draft_term=True), 0.0)
     assert model.one_draft * 4.67 < 0.05
     assert model.time_for(3, 12) * 4.67 == pytest.approx(5.69, abs=0.1)
+
+
+def test_times_for_prices_many_plans_as_time_for_prices_one():
+    model = StepCostModel(base=1.0, per_draft_step=0.07, per_verify_token=0.004,
+                          draft_pass=0.2, knee_drafts=40, past_knee_price=0.02, one_draft=0.3)
+    longest = np.array([0, 0, 1, 1, 2, 5, 16, 16])
+    total = np.array([0, 12, 1, 64, 8, 39, 41, 256])
+    want = [model.time_for(int(a), int(b)) for a, b in zip(longest, total)]
+    assert np.allclose(model.times_for(longest, total), want)
+    plain = StepCostModel()
+    assert np.allclose(plain.times_for(longest, total),
+                       [plain.time_for(int(a), int(b)) for a, b in zip(longest, total)])

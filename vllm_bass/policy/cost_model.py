@@ -82,6 +82,19 @@ class StepCostModel:
                 + self.per_verify_token * total + knee
                 + (self.one_draft if longest == 1 else 0.0))
 
+    def times_for(self, longest: np.ndarray, total: np.ndarray) -> np.ndarray:
+        """`time_for` of many plans at once (arrays of equal shape): the plans' searches
+        price every length each step, and a Python loop over them was most of a plan's
+        host time at small batches."""
+        longest = np.asarray(longest)
+        total = np.asarray(total, dtype=np.float64)
+        times = self.base + self.per_verify_token * total
+        if self.knee_drafts is not None:
+            times = times + self.past_knee_price * np.maximum(0.0, total - self.knee_drafts)
+        drafting = (self.draft_pass + self.per_draft_step * longest
+                    + np.where(longest == 1, self.one_draft, 0.0))
+        return times + np.where(longest > 0, drafting, 0.0)
+
 
 RESOLVE_EVERY = 8  # observations between two solves of a bucket's costs
 # ... once the bucket holds SETTLED_WEIGHT decayed steps (session 41: the solves were 4% of

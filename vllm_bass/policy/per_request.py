@@ -209,8 +209,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
         steps = np.sort(rem * (1.0 - alpha) / (1.0 - alpha ** (lengths[:, None] + 1)), axis=1)
         spans = (np.diff(steps, axis=1, prepend=0.0) * alive).sum(axis=1)
         best, best_time = 0, math.inf
-        for length, span in zip(lengths.tolist(), spans.tolist()):
-            time = self.cost.time_for(length, length * n) * span
+        times = self.cost.times_for(lengths, lengths * n) * spans
+        for length, time in zip(lengths.tolist(), times.tolist()):
             if time < best_time * (1.0 - 1e-9):
                 best, best_time = length, time
         return best
@@ -278,8 +278,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
             # one sequence: every length at once (the search below costs ~0.5 ms at batch 1,
             # where a step is shortest)
             lengths = np.arange(self.k_max + 1)
-            times = np.array([cost.time_for(int(k), int(k)) for k in lengths])
-            rates = (1.0 + expected[0]) / times
+            rates = (1.0 + expected[0]) / cost.times_for(lengths, lengths)
             best = int(np.argmax(rates))  # the shortest among equals, 0 first
             return [best]
         best_lengths = np.zeros(n, dtype=np.int64)
@@ -314,8 +313,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
         n = len(alphas)
         ks = np.arange(low, longest + 1)
         tokens = (1.0 + accepted_drafts(alphas, ks[:, None])).sum(axis=1)
-        times = np.array([self.cost.time_for(k, k * n) for k in ks.tolist()])
-        return (tokens / times).tolist()
+        return (tokens / self.cost.times_for(ks, ks * n)).tolist()
 
     def _uniform_longest(self, n: int, longest: int | None = None) -> int:
         """The longest length for all within k_max, `longest` and the token budget."""
