@@ -49,6 +49,8 @@
 #   bash scripts/gpu_bench.sh low_k     # session 43: 3x1536, alpha 0.4, batch 4 / 16: the
 #                                       # default vs fixed K=1 / 2 (ours), vLLM K=1, plain, traced
 #   bash scripts/gpu_bench.sh mix_large # session 43: the mix at batch 64-256, vLLM K=1-3, plain
+#   PAIR0_ARGS=... PAIR1_ARGS=... bash scripts/gpu_bench.sh pair  # session 43: two
+#                                       # vs_vllm.py slices at once, one a GPU (x2 kind)
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
 #                                       # the any-batch grid vs the direct grid),
 #                                       # then the engine tests outside the engine part
@@ -284,6 +286,31 @@ case "${1:-}" in
     cp "$W/mix_large.json" "$W/mix_large.md" "$OUT/" 2>/dev/null
     cleanup
     pack mix_large ;;
+  pair)  # session 43: two vs_vllm.py slices at once on a 2-GPU host (nvidia-h200-x2; device
+    # time counts the wall clock, not the GPUs), one a GPU with its own compile caches:
+    # PAIR0_ARGS / PAIR1_ARGS are each slice's vs_vllm.py arguments (--systems ... --drafts
+    # ...; add --trace-dir "$W/traces0" to trace). Compare systems within one slice (one GPU)
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    cleanup
+    for i in 0 1; do
+      args_var="PAIR${i}_ARGS"
+      [ -n "${!args_var:-}" ] || continue
+      mkdir -p "$W/traces$i"
+      CUDA_VISIBLE_DEVICES=$i VLLM_CACHE_ROOT="/tmp/vs_vllm_cache$i" \
+        TORCHINDUCTOR_CACHE_DIR="/tmp/vs_vllm_inductor$i" \
+        timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/pair$i" \
+        ${!args_var} > "$W/pair$i.log" 2>&1 &
+    done
+    wait
+    grep -hE "start-up|FAILED|Error" "$W"/pair*.log | cut -c1-200
+    cp "$W"/pair*.json "$W"/pair*.md "$OUT/" 2>/dev/null
+    for i in 0 1; do
+      ls "$W/traces$i"/bass_default_*.csv > /dev/null 2>&1 && python3 \
+        benchmarks/e2e/plan_summary.py "$W/traces$i"/bass_default_*.csv \
+        --out "$OUT/plan_summary$i.json" 2>&1 | tail -6
+    done
+    cleanup
+    pack pair ;;
   k1_premium)  # session 40: at batch 4 (5x1280 draft, 256-token prompts, H200) one-draft
     # steps took 6.8 ms against 5.7 for three drafts in one engine, and fixed K=1's engine
     # 7.3 ms a step against fixed K=3's 6.3: is it real, ours (K=1 on FA3 too), and where
@@ -375,5 +402,5 @@ PY
       > "$W/time_budget.log" 2>&1
     tail -5 "$W/time_budget.log"
     pack timebudget ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|onedraft_ab|k1_premium|host_ab|low_k|mix_large" >&2; exit 2 ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|onedraft_ab|k1_premium|host_ab|low_k|mix_large|pair" >&2; exit 2 ;;
 esac
