@@ -536,3 +536,46 @@ def test_knee_price_is_the_weights_share_per_knee_token_in_coarse_steps():
     assert knee_price(0.5, 256) == pytest.approx(0.5 / 256, rel=0.05)
     assert knee_price(0.26, 256) == knee_price(0.261, 256)  # plans are not re-solved
     assert knee_price(0.1, 256) < knee_price(0.5, 256)
+
+
+def _best_lengths_one_cap_at_a_time(p, alphas):
+    """best_lengths as it was before session 43 solved the caps that fit the knee and the
+    budget all at once: each cap's own Dinkelbach, warm-started at the best rate so far."""
+    n = len(alphas)
+    cost = p.cost
+    alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 1.0)
+    gains = alpha[:, None] ** np.arange(1, p.k_max + 1)[None, :]
+    expected = np.concatenate([np.zeros((n, 1)), np.cumsum(gains, axis=1)], axis=1)
+    best_lengths, best_rate = np.zeros(n, dtype=np.int64), n / cost.time_for(0, 0)
+    room = p._draft_room(n)
+    for cap in range(1, p.k_max + 1):
+        rate = best_rate
+        for _ in range(8):
+            lengths, new_rate = p._dinkelbach_step(gains[:, :cap], expected, rate, room)
+            if abs(new_rate - rate) < 1e-12:
+                break
+            rate = new_rate
+        if rate > best_rate + 1e-12:
+            best_rate, best_lengths = rate, lengths
+        if int(lengths.max()) < cap:
+            break
+    return [int(x) for x in best_lengths]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_all_caps_at_once_plans_as_one_cap_at_a_time(seed):
+    """The caps that fit the knee and the budget are solved together (host time); the plan
+    is as good as solving them one by one, with and without a binding knee or budget."""
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        n = int(rng.integers(2, 48))
+        cost = StepCostModel(base=1.0, per_draft_step=float(rng.uniform(0.005, 0.3)),
+                             per_verify_token=float(rng.uniform(0.0005, 0.03)),
+                             draft_pass=float(rng.uniform(0.0, 0.4)),
+                             knee_drafts=int(rng.integers(16, 400)) if rng.random() < 0.6
+                             else None, past_knee_price=float(rng.uniform(0.0, 0.05)))
+        p = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=16), cost)
+        p.token_budget = int(rng.integers(n, 600)) if rng.random() < 0.5 else None
+        alphas = list(np.clip(rng.normal(rng.uniform(0.2, 0.97), 0.15, n), 0.0, 1.0))
+        got, want = p.best_lengths(alphas), _best_lengths_one_cap_at_a_time(p, alphas)
+        assert p.plan_rate(alphas, got) == pytest.approx(p.plan_rate(alphas, want), rel=1e-9)
