@@ -267,8 +267,11 @@ case "${1:-}" in
     pack host_ab ;;
   low_k)  # session 43: 3x1536, alpha 0.4, batch 4 lost to vLLM K=1 on best repeats (0.93x;
     # BASS drafted 1.7-3.0, a ~6.4 ms step against K=1's ~5.4): the default beside fixed
-    # K=1 / 2 in BASS's engine, vLLM K=1 and plain, traced (does the fit price a draft right?)
-    traced_slice lowk 540 150 "${LK_SYSTEMS:-bass_default,bass_fixed1,bass_fixed2,vllm_k1,plain}" \
+    # K=1 / 2 in BASS's engine, vLLM K=1 and plain, traced (does the fit price a draft right?);
+    # fixed K=1 again last: session 40's one-draft steps were dearer in every host phase,
+    # as on a slower host, and its fixed K=1 engine ran first
+    traced_slice lowk 560 130 \
+      "${LK_SYSTEMS:-bass_fixed1,bass_default,bass_fixed2,vllm_k1,plain,bass_fixed1@2}" \
       ${LK_ARGS:---drafts 3x1536 --acceptance 0.4 --batches 4,16 --prompt-len 256}
     python3 benchmarks/e2e/plan_summary.py "$W"/traces/bass_default_*.csv --alpha 0.4 \
       --out "$OUT/plan_summary.json" 2>&1 | tail -8
