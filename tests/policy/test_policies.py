@@ -549,12 +549,7 @@ def _best_lengths_one_cap_at_a_time(p, alphas):
     best_lengths, best_rate = np.zeros(n, dtype=np.int64), n / cost.time_for(0, 0)
     room = p._draft_room(n)
     for cap in range(1, p.k_max + 1):
-        rate = best_rate
-        for _ in range(8):
-            lengths, new_rate = p._dinkelbach_step(gains[:, :cap], expected, rate, room)
-            if abs(new_rate - rate) < 1e-12:
-                break
-            rate = new_rate
+        lengths, rate = p._solve_cap(gains, expected, cap, best_rate, room)
         if rate > best_rate + 1e-12:
             best_rate, best_lengths = rate, lengths
         if int(lengths.max()) < cap:

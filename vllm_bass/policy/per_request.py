@@ -295,13 +295,7 @@ class PerRequestDraftLength(DraftLengthPolicy):
             if cap <= free_caps:
                 lengths, rate = free[0][cap - 1], float(free[1][cap - 1])
             else:
-                rate = best_rate
-                for _ in range(8):
-                    lengths, new_rate = self._dinkelbach_step(gains[:, :cap], expected, rate,
-                                                              room)
-                    if abs(new_rate - rate) < 1e-12:
-                        break
-                    rate = new_rate
+                lengths, rate = self._solve_cap(gains, expected, cap, best_rate, room)
             if rate > best_rate + 1e-12:
                 best_rate, best_lengths = rate, lengths
             if int(lengths.max()) < cap:
@@ -309,6 +303,16 @@ class PerRequestDraftLength(DraftLengthPolicy):
                 # takes another position at this rate, so the optimum is found
                 break
         return [int(x) for x in best_lengths]
+
+    def _solve_cap(self, gains: np.ndarray, expected: np.ndarray, cap: int, rate: float,
+                   room: int | None) -> tuple[np.ndarray, float]:
+        """Dinkelbach at one cap from `rate`: the lengths and the rate they achieve."""
+        for _ in range(8):
+            lengths, new_rate = self._dinkelbach_step(gains[:, :cap], expected, rate, room)
+            if abs(new_rate - rate) < 1e-12:
+                break
+            rate = new_rate
+        return lengths, rate
 
     def _free_cap_solutions(self, gains: np.ndarray, expected: np.ndarray, caps: int,
                             start: float) -> tuple[np.ndarray, np.ndarray]:
