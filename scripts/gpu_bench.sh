@@ -293,14 +293,20 @@ case "${1:-}" in
     # time counts the wall clock, not the GPUs), one a GPU with its own compile caches:
     # PAIR0_ARGS / PAIR1_ARGS are each slice's vs_vllm.py arguments (--systems ... --drafts
     # ...; add --trace-dir "$W/traces0" to trace). Compare systems within one slice (one GPU)
+    # Each slice gets its own half of the CPU cores: session 44's first pair call let one
+    # slice's engine start-ups (torch.compile's workers on every core) run beside the other
+    # slice's host-bound timed runs (vLLM's mix rows there: 1.2-2.3x slow, suspected)
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
     cleanup
+    half=$(( $(nproc) / 2 ))
+    command -v taskset > /dev/null || PIN=" "  # no taskset: unpinned (say so in the results)
     for i in 0 1; do
       args_var="PAIR${i}_ARGS"
       [ -n "${!args_var:-}" ] || continue
       mkdir -p "$W/traces$i"
       CUDA_VISIBLE_DEVICES=$i VLLM_CACHE_ROOT="/tmp/vs_vllm_cache$i" \
-        TORCHINDUCTOR_CACHE_DIR="/tmp/vs_vllm_inductor$i" \
+        TORCHINDUCTOR_CACHE_DIR="/tmp/vs_vllm_inductor$i" TORCHINDUCTOR_COMPILE_THREADS=4 \
+        ${PIN:-taskset -c "$(( i * half ))-$(( i * half + half - 1 ))"} \
         timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/pair$i" \
         ${!args_var} > "$W/pair$i.log" 2>&1 &
     done
