@@ -451,6 +451,47 @@ def test_steps_with_prefills_are_timed_with_their_prefill_tokens(async_schedulin
     assert (2, 2, 39) in timed[first:], timed  # a's token + 2 drafts, b's 40 prompt tokens
 
 
+def test_draft_step_cost_floor_from_the_two_models_sizes():
+    """A draft step costs at least the draft's share of the weights and KV a plain step
+    reads (the smaller share, halved): 4x1024 against the 7B shape ~0.0063 of a plain
+    step (weights 1.3%, KV 3.1%); an MoE draft, or none, gives no floor."""
+    from types import SimpleNamespace
+
+    from vllm_bass.scheduler import draft_step_cost_floor
+
+    def model(layers, width, heads, inter, quantization=None, **extra):
+        hf = SimpleNamespace(hidden_size=width, num_hidden_layers=layers,
+                             num_attention_heads=heads, num_key_value_heads=heads,
+                             intermediate_size=inter, vocab_size=32000, **extra)
+        return SimpleNamespace(hf_text_config=hf, quantization=quantization)
+
+    def config(draft):
+        return SimpleNamespace(model_config=model(32, 4096, 32, 11008),
+                               speculative_config=SimpleNamespace(draft_model_config=draft))
+
+    def params(layers, width, inter):
+        return layers * (4 * width * width + 3 * width * inter) + 32000 * width
+
+    floor = draft_step_cost_floor(config(model(4, 1024, 16, 2816)))
+    weights = params(4, 1024, 2816) / params(32, 4096, 11008)
+    assert weights < (4 * 1024) / (32 * 4096)  # the weights' share is the smaller here
+    assert floor == pytest.approx(0.5 * weights)
+    assert 0.005 < floor < 0.008
+    # a draft as wide as the target but with one KV head in eight: its KV share bounds
+    gqa = model(4, 4096, 32, 11008)
+    gqa.hf_text_config.num_key_value_heads = 4
+    assert draft_step_cost_floor(config(gqa)) == pytest.approx(0.5 * (4 * 4) / (32 * 32))
+    assert draft_step_cost_floor(config(model(32, 4096, 32, 11008))) == pytest.approx(0.5)
+    assert draft_step_cost_floor(config(model(4, 1024, 16, 2816, num_local_experts=8))) is None
+    assert draft_step_cost_floor(config(None)) is None
+    assert draft_step_cost_floor(SimpleNamespace(model_config=model(32, 4096, 32, 11008),
+                                                 speculative_config=None)) is None
+    # vLLM's own config of the embedded pair reaches the scheduler's fit: the tiny draft is
+    # half the target's width and layers (weights 23%, KV 25%)
+    sched = _scheduler(async_scheduling=False)
+    assert sched.bass_costs.draft_step_floor == pytest.approx(0.5 * 0.227, rel=0.01)
+
+
 def test_kv_bytes_per_weight_byte_of_a_7b_shape_and_where_unknown():
     """The knee's price needs the weights' share of a step's traffic: a Llama-2-7B shape
     holds 512 KiB of KV per cached token against ~13 GB of weights read per step; an MoE

@@ -148,13 +148,10 @@ def policy_step_budget(policy, capture_budget: int | None, batch: int,
     return priced_step_budget(capture_budget, batch, knee)
 
 
-def kv_bytes_per_weight_byte(vllm_config) -> float | None:
-    """One cached token's KV bytes over the target's weight bytes read per step (both
-    divide alike under tensor parallelism), from the model's config: a dense decoder in
-    the model's own dtype with full attention only (None otherwise: MoE, quantized
-    weights, sliding windows, unknown fields; the hard knee bound stays there). 7B shape:
-    512 KiB per token / 13 GB."""
-    model = vllm_config.model_config
+def _dense_decoder_shape(model) -> tuple[float, float] | None:
+    """(weight elements read per step, KV elements per cached token) of a dense decoder with
+    full attention only, from its config (None otherwise: MoE, quantized weights, sliding
+    windows, unknown fields)."""
     cfg = getattr(model, "hf_text_config", None)
     try:
         if getattr(model, "quantization", None) or any(
@@ -168,17 +165,48 @@ def kv_bytes_per_weight_byte(vllm_config) -> float | None:
         kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
         head_dim = int(getattr(cfg, "head_dim", None) or h // heads)
         inter, vocab = int(cfg.intermediate_size), int(cfg.vocab_size)
-        # q, k, v, o projections, a gated MLP (3 matrices; 2 would only raise the share of
-        # KV), the LM head (the embedding is gathered, not read whole)
-        params = layers * (2 * h * heads * head_dim + 2 * h * kv_heads * head_dim
-                           + 3 * h * inter) + vocab * h
-        weight_bytes = params * model.dtype.itemsize
-        cache_dtype = str(vllm_config.cache_config.cache_dtype)
-        kv_element = 1 if cache_dtype.startswith("fp8") else model.dtype.itemsize
-        kv_bytes = 2 * layers * kv_heads * head_dim * kv_element
     except (AttributeError, TypeError, ValueError):
         return None
-    return kv_bytes / weight_bytes if weight_bytes > 0 else None
+    # q, k, v, o projections, a gated MLP (3 matrices; 2 would only raise the share of KV),
+    # the LM head (the embedding is gathered, not read whole)
+    params = layers * (2 * h * heads * head_dim + 2 * h * kv_heads * head_dim
+                       + 3 * h * inter) + vocab * h
+    return float(params), float(2 * layers * kv_heads * head_dim)
+
+
+def kv_bytes_per_weight_byte(vllm_config) -> float | None:
+    """One cached token's KV bytes over the target's weight bytes read per step (both
+    divide alike under tensor parallelism), from the model's config (`_dense_decoder_shape`;
+    None where it is not a plain dense decoder: the hard knee bound stays there). 7B shape:
+    512 KiB per token / 13 GB."""
+    model = vllm_config.model_config
+    shape = _dense_decoder_shape(model)
+    if shape is None or shape[0] <= 0:
+        return None
+    params, kv_elements = shape
+    cache_dtype = str(vllm_config.cache_config.cache_dtype)
+    kv_element = 1 if cache_dtype.startswith("fp8") else model.dtype.itemsize
+    return kv_elements * kv_element / (params * model.dtype.itemsize)
+
+
+def draft_step_cost_floor(vllm_config) -> float | None:
+    """The least a draft step can cost in plain target steps: half the smaller of the draft's
+    weight and KV sizes over the target's. A one-token step reads both models' weights and
+    each sequence's KV once (or, compute-bound, does work in the same proportion), and a
+    small model runs no more efficiently than a large one; the half leaves room for the
+    ratio the config gives being rough. None where either model is not a plain dense
+    decoder. The step-cost fit is held at or above it: on steps whose timing drifts (a
+    run's warm-up, a closed batch's shrinking tail) the free fit priced a draft step at
+    0 and the plan drafted 5-16 tokens at alpha 0.3 (sessions 43-44, H200)."""
+    spec = getattr(vllm_config, "speculative_config", None)
+    draft_model = getattr(spec, "draft_model_config", None)
+    if draft_model is None:
+        return None
+    target = _dense_decoder_shape(vllm_config.model_config)
+    draft = _dense_decoder_shape(draft_model)
+    if target is None or draft is None or min(target) <= 0:
+        return None
+    return 0.5 * min(draft[0] / target[0], draft[1] / target[1])
 
 
 def verification_token_budget(vllm_config) -> int | None:
@@ -229,7 +257,9 @@ class BassScheduler(Scheduler):
         self._bass_last_join: int | None = None
         cost_fit = envs.get("VLLM_BASS_COST_FIT").strip()
         self.bass_costs = StepCostEstimator(session29_fit=cost_fit == "session29",
-                                            one_draft_term=cost_fit == "one_draft")
+                                            one_draft_term=cost_fit == "one_draft",
+                                            draft_step_floor=draft_step_cost_floor(
+                                                self.vllm_config))
         # vLLM's largest CUDA-graph size; each step's budget: step_token_budget
         self.bass_token_budget = verification_token_budget(self.vllm_config)
         # the knee as a price (`cost_model.knee_price`) where the weights' share of a step's

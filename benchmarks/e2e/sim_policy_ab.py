@@ -128,6 +128,9 @@ def _configure_part(variant: str, sched) -> None:
         sched.bass_costs = StepCostEstimator(prior=prior)
     elif variant == "oracle":  # the law's true costs in place of the fit (session 43)
         sched.bass_costs.model_for = oracle_costs
+    elif variant.startswith("floor"):  # the fit's draft-step floor in plain steps (session
+        # 44: the scheduler's `draft_step_cost_floor`; 4x1024 on the 7B shape: 0.0063)
+        sched.bass_costs.draft_step_floor = float(variant[len("floor"):])
     elif variant == "closedoff":  # a closed batch's cap decides drafting at all (session 43)
         sched.bass_policy.closed_decides_off = True
     elif (variant != "default" and not variant.startswith("confident")

@@ -206,6 +206,31 @@ def test_h100_trace_batch_one_keeps_drafting_cheap():
     assert 0.05 < worst < 0.5
 
 
+def test_a_fit_that_finds_drafting_free_is_held_at_the_models_floor():
+    """Session 44's H200 trace (4x1024, the mix, closed batches at batch 32): at batch 5-8
+    the window held the warm-up run's slow one-draft steps (6.3-8.4 ms) beside later
+    five-to-seven-draft steps (4.9-6.7 ms), the free fit priced a draft step at 0 and the
+    plan drafted 5-7 tokens at alpha 0.3. The floor from the models' sizes holds it; where
+    the steps do price drafting the floor changes nothing."""
+    rng = random.Random(3)
+
+    def drifting(est):
+        for _ in range(30):  # slow warm-up steps, one draft each
+            est.observe(8, 1, 8, rng.uniform(6.3e-3, 8.4e-3))
+        for _ in range(60):  # later: longer drafts, faster steps
+            drafts = rng.choice([5, 6, 7])
+            est.observe(8, drafts, 8 * drafts, rng.uniform(4.9e-3, 6.7e-3))
+        return est.model_for(8).per_draft_step
+
+    assert drifting(StepCostEstimator()) < 1e-3
+    assert drifting(StepCostEstimator(draft_step_floor=0.0063)) == pytest.approx(0.0063)
+    honest = StepCostEstimator(draft_step_floor=0.0063)
+    for _ in range(80):
+        drafts = rng.choice([0, 1, 3, 5])
+        honest.observe(8, drafts, 8 * drafts, 5.0e-3 * (1 + 0.04 * drafts))
+    assert honest.model_for(8).per_draft_step == pytest.approx(0.04, rel=0.1)
+
+
 def test_lengths_unvaried_says_when_the_fit_saw_one_draft_length():
     """One draft length in a bucket's drafting steps (off-steps aside) leaves the first
     pass / draft step / verified token split to the prior; a second length ends that."""

@@ -116,6 +116,9 @@ HUBER_MIN_SCALE = 0.01
 # A plain step's growth per request relative to its fixed part, before two batch sizes are
 # fitted: 0.049 ms per request against 5.68 ms (H100, 7B-shape target, session 18's trace)
 PER_REQUEST_SLOPE_PRIOR = 0.0086
+# a draft step's fitted cost is held at or above this many plain steps (above it where the
+# models' sizes give a floor: `StepCostEstimator.draft_step_floor`)
+MIN_DRAFT_STEP = 1e-4
 PRIOR_COSTS = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.01,
                             draft_pass=0.05)
 # A prefill token in units of a plain step, before the fit: a 7B target's forward is ~14
@@ -253,8 +256,12 @@ def nonnegative_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class StepCostEstimator:
     def __init__(self, prior: StepCostModel | None = None, forget: float = 0.98,
                  prior_strength: float = 0.1, min_weight: float = 6.0,
-                 session29_fit: bool = False, one_draft_term: bool = False):
+                 session29_fit: bool = False, one_draft_term: bool = False,
+                 draft_step_floor: float | None = None):
         self.prior = prior or PRIOR_COSTS
+        # the least a draft step may cost in plain steps (the scheduler's
+        # `draft_step_cost_floor`, from the models' sizes; MIN_DRAFT_STEP without one)
+        self.draft_step_floor = max(MIN_DRAFT_STEP, draft_step_floor or 0.0)
         # True (VLLM_BASS_COST_FIT=one_draft, an A/B aid): a one-draft step's own premium
         # (`StepCostModel.one_draft`, prior 0); False (the default since session 41): the
         # line through every drafting step
@@ -301,7 +308,8 @@ class StepCostEstimator:
         a = plain_step(theta, batch)
         if not a > 0:
             return self.prior
-        return StepCostModel(base=1.0, per_draft_step=max(float(theta[2] / a), 1e-4),
+        return StepCostModel(base=1.0,
+                             per_draft_step=max(float(theta[2] / a), self.draft_step_floor),
                              per_verify_token=max(float(theta[3] / a), 0.0),
                              draft_pass=max(float(theta[1] / a), 0.0),
                              one_draft=max(float(theta[6] / a), 0.0))
