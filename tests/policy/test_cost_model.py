@@ -231,6 +231,37 @@ def test_a_fit_that_finds_drafting_free_is_held_at_the_models_floor():
     assert honest.model_for(8).per_draft_step == pytest.approx(0.04, rel=0.1)
 
 
+def test_session44_trace_the_floor_holds_where_the_free_fit_collapsed():
+    """Replay of session 44's call-2 step trace (H200; BASS default, 4x1024 draft, the mix,
+    closed batches of 32 / 64 / 128): without a floor the batch-5-8 fit spends most of its
+    later steps at a zero draft step; with the models' floor (0.0063 of a plain step for
+    this pair) it never goes below it, and the batch-32 fit, which saw drafting priced, is
+    the same either way."""
+    import csv
+    import gzip
+    from pathlib import Path
+
+    trace = (Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "session44"
+             / "step_trace_call2_bass_default_4x1024_mix.csv.gz")
+    free, floored = StepCostEstimator(), StepCostEstimator(draft_step_floor=0.0063)
+    small_free, small_floored, same_at_32 = [], [], []
+    with gzip.open(trace, "rt") as f:
+        for row in csv.reader(f):
+            batch, steps, tokens, ms, other = (int(row[1]), int(row[2]), int(row[3]),
+                                               float(row[4]), int(row[5]))
+            for est in (free, floored):
+                est.observe(batch, steps, tokens, ms / 1000, other)
+            if 5 <= batch <= 8:
+                small_free.append(free.model_for(batch).per_draft_step)
+                small_floored.append(floored.model_for(batch).per_draft_step)
+            elif batch == 32:
+                same_at_32.append(free.model_for(32) == floored.model_for(32))
+    later = small_free[len(small_free) // 3:]
+    assert sum(c < 1e-3 for c in later) > 0.5 * len(later)
+    assert min(small_floored) >= 0.0063
+    assert all(same_at_32) and len(same_at_32) > 200
+
+
 def test_lengths_unvaried_says_when_the_fit_saw_one_draft_length():
     """One draft length in a bucket's drafting steps (off-steps aside) leaves the first
     pass / draft step / verified token split to the prior; a second length ends that."""
