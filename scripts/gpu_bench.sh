@@ -295,7 +295,9 @@ case "${1:-}" in
     # ...; add --trace-dir "$W/traces0" to trace). Compare systems within one slice (one GPU)
     # Each slice gets its own half of the CPU cores: session 44's first pair call let one
     # slice's engine start-ups (torch.compile's workers on every core) run beside the other
-    # slice's host-bound timed runs (vLLM's mix rows there: 1.2-2.3x slow, suspected)
+    # slice's host-bound timed runs (vLLM's mix rows there: 1.2-2.3x slow, suspected).
+    # Pinned, a BASS engine starts in ~90 s (session 44, 4 compile threads; now the
+    # slice's cores): give vs_vllm.py --timeout 180 or more per system
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
     cleanup
     half=$(( $(nproc) / 2 ))
@@ -305,7 +307,7 @@ case "${1:-}" in
       [ -n "${!args_var:-}" ] || continue
       mkdir -p "$W/traces$i"
       CUDA_VISIBLE_DEVICES=$i VLLM_CACHE_ROOT="/tmp/vs_vllm_cache$i" \
-        TORCHINDUCTOR_CACHE_DIR="/tmp/vs_vllm_inductor$i" TORCHINDUCTOR_COMPILE_THREADS=4 \
+        TORCHINDUCTOR_CACHE_DIR="/tmp/vs_vllm_inductor$i" TORCHINDUCTOR_COMPILE_THREADS=$half \
         ${PIN:-taskset -c "$(( i * half ))-$(( i * half + half - 1 ))"} \
         timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/pair$i" \
         ${!args_var} > "$W/pair$i.log" 2>&1 &
