@@ -32,3 +32,15 @@ def test_uniforms_divided_by_each_requests_group_rate(monkeypatch):
     assert u.tolist() == pytest.approx(want)
     sc._install_per_request_uniforms(runner, None)
     assert module.generate_uniform_probs(3, [3], {}, "cpu").tolist() == [1.0, 1.0, 1.0]
+
+
+def test_same_alpha_runs_the_mix_machinery_at_one_rate():
+    """`sameA` gives vLLM the per-request patch (two groups) at one alpha: its rows against
+    the plain `A` rows price the patch itself."""
+    from benchmarks.e2e.vs_vllm import acceptance_for, acceptance_groups
+
+    same = acceptance_groups("same0.7")
+    assert len(same) == 2 and same[0] == same[1] == acceptance_groups("0.7")[0]
+    assert same[0][:3] == pytest.approx([0.7, 0.49, 0.343])
+    assert acceptance_for("vllm_k1", ["0.7", "same0.7"]) == ["0.7", "same0.7"]
+    assert acceptance_for("bass_default", ["same0.7"]) == ["same0.7"]

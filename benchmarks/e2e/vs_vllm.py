@@ -197,8 +197,14 @@ def rates(alpha: float) -> list[float]:
 
 
 def acceptance_groups(name: str) -> list[list[float]]:
+    """`sameA` is alpha A through the mix's per-request machinery (two equal groups): vLLM's
+    `sameA` against its `A` rows is what the benchmark's per-request patch costs it
+    (session 44: vLLM's mix rows ran 1.1-1.75x its `mixavg` rows, past what the mix's
+    slow requests explain)."""
     if name in ("mix", "mixavg"):
         return [rates(a) for a in MIX_PATTERN]
+    if name.startswith("same"):
+        return [rates(float(name[len("same"):]))] * 2
     return [rates(float(name))]
 
 
