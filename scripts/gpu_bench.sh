@@ -49,6 +49,8 @@
 #   bash scripts/gpu_bench.sh low_k     # session 43: 3x1536, alpha 0.4, batch 4 / 16: the
 #                                       # default vs fixed K=1 / 2 (ours), vLLM K=1, plain, traced
 #   bash scripts/gpu_bench.sh mix_large # session 43: the mix at batch 64-256, vLLM K=1-3, plain
+#   bash scripts/gpu_bench.sh patch_price  # session 44: vLLM's per-request patch priced (x2)
+#   bash scripts/gpu_bench.sh official  # session 44: alpha 0.6-0.9, batch 1-32, both drafts (x2)
 #   PAIR0_ARGS=... PAIR1_ARGS=... bash scripts/gpu_bench.sh pair  # session 43: two
 #                                       # vs_vllm.py slices at once, one a GPU (x2 kind)
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
@@ -112,6 +114,37 @@ traced_slice() {  # NAME DEFAULT_TIMEOUT SYSTEM_TIMEOUT SYSTEMS ARGS...: one vs_
     --systems "$systems" "$@" --max-tokens 128 --repeats 3 --timeout "$per_system" \
     --trace-dir "$W/traces" 2>&1 | tee "$W/$name.log" | grep -E "start-up|FAILED|Error"
   cp "$W/$name.json" "$W/$name.md" "$OUT/" 2>/dev/null
+}
+run_pair() {  # PAIR0_ARGS / PAIR1_ARGS: two vs_vllm.py slices at once, one a GPU with its
+  # own compile caches (device time counts the wall clock, not the GPUs). Each slice gets
+  # its own half of the CPU cores: session 44's first pair call let one slice's engine
+  # start-ups (torch.compile's workers on every core) run beside the other
+  # slice's host-bound timed runs (vLLM's mix rows there: 1.2-2.3x slow, suspected).
+  # Pinned, a BASS engine starts in ~90 s (session 44, 4 compile threads; now the
+  # slice's cores): give vs_vllm.py --timeout 180 or more per system
+  nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+  cleanup
+  half=$(( $(nproc) / 2 ))
+  command -v taskset > /dev/null || PIN=" "  # no taskset: unpinned (say so in the results)
+  for i in 0 1; do
+    args_var="PAIR${i}_ARGS"
+    [ -n "${!args_var:-}" ] || continue
+    mkdir -p "$W/traces$i"
+    CUDA_VISIBLE_DEVICES=$i VLLM_CACHE_ROOT="/tmp/vs_vllm_cache$i" \
+      TORCHINDUCTOR_CACHE_DIR="/tmp/vs_vllm_inductor$i" TORCHINDUCTOR_COMPILE_THREADS=$half \
+      ${PIN:-taskset -c "$(( i * half ))-$(( i * half + half - 1 ))"} \
+      timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/pair$i" \
+      ${!args_var} > "$W/pair$i.log" 2>&1 &
+  done
+  wait
+  grep -hE "start-up|FAILED|Error" "$W"/pair*.log | cut -c1-200
+  cp "$W"/pair*.json "$W"/pair*.md "$OUT/" 2>/dev/null
+  for i in 0 1; do
+    ls "$W/traces$i"/bass_default_*.csv > /dev/null 2>&1 && python3 \
+      benchmarks/e2e/plan_summary.py "$W/traces$i"/bass_default_*.csv \
+      --out "$OUT/plan_summary$i.json" 2>&1 | tail -6
+  done
+  cleanup
 }
 case "${1:-}" in
   async7b)
@@ -289,39 +322,26 @@ case "${1:-}" in
     cp "$W/mix_large.json" "$W/mix_large.md" "$OUT/" 2>/dev/null
     cleanup
     pack mix_large ;;
-  pair)  # session 43: two vs_vllm.py slices at once on a 2-GPU host (nvidia-h200-x2; device
-    # time counts the wall clock, not the GPUs), one a GPU with its own compile caches:
+  pair)  # session 43: two vs_vllm.py slices at once on a 2-GPU host (nvidia-h200-x2):
     # PAIR0_ARGS / PAIR1_ARGS are each slice's vs_vllm.py arguments (--systems ... --drafts
     # ...; add --trace-dir "$W/traces0" to trace). Compare systems within one slice (one GPU)
-    # Each slice gets its own half of the CPU cores: session 44's first pair call let one
-    # slice's engine start-ups (torch.compile's workers on every core) run beside the other
-    # slice's host-bound timed runs (vLLM's mix rows there: 1.2-2.3x slow, suspected).
-    # Pinned, a BASS engine starts in ~90 s (session 44, 4 compile threads; now the
-    # slice's cores): give vs_vllm.py --timeout 180 or more per system
-    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
-    cleanup
-    half=$(( $(nproc) / 2 ))
-    command -v taskset > /dev/null || PIN=" "  # no taskset: unpinned (say so in the results)
-    for i in 0 1; do
-      args_var="PAIR${i}_ARGS"
-      [ -n "${!args_var:-}" ] || continue
-      mkdir -p "$W/traces$i"
-      CUDA_VISIBLE_DEVICES=$i VLLM_CACHE_ROOT="/tmp/vs_vllm_cache$i" \
-        TORCHINDUCTOR_CACHE_DIR="/tmp/vs_vllm_inductor$i" TORCHINDUCTOR_COMPILE_THREADS=$half \
-        ${PIN:-taskset -c "$(( i * half ))-$(( i * half + half - 1 ))"} \
-        timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/pair$i" \
-        ${!args_var} > "$W/pair$i.log" 2>&1 &
-    done
-    wait
-    grep -hE "start-up|FAILED|Error" "$W"/pair*.log | cut -c1-200
-    cp "$W"/pair*.json "$W"/pair*.md "$OUT/" 2>/dev/null
-    for i in 0 1; do
-      ls "$W/traces$i"/bass_default_*.csv > /dev/null 2>&1 && python3 \
-        benchmarks/e2e/plan_summary.py "$W/traces$i"/bass_default_*.csv \
-        --out "$OUT/plan_summary$i.json" 2>&1 | tail -6
-    done
-    cleanup
+    run_pair
     pack pair ;;
+  patch_price)  # session 44: what the benchmark's per-request patch costs vLLM (its `same0.7`
+    # rows run it at one alpha, its `0.7` rows do not) beside the mix and `mixavg`, batch 32 / 64
+    P="--systems vllm_k1,vllm_k3,plain,bass_default --keep-order"
+    P="$P --acceptance 0.7,same0.7,mix,mixavg"
+    P="$P --batches 32,64 --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0"
+    PAIR0_ARGS=${PAIR0_ARGS:-"$P --drafts 8x1024 --timeout 180"} \
+      PAIR1_ARGS=${PAIR1_ARGS:-"$P --drafts 4x1024 --timeout 180"} run_pair
+    pack patch_price ;;
+  official)  # session 44: issue 13's own drafts at alpha 0.6 / 0.8 / 0.9, batch 1 / 8 / 32 (call 3
+    # of session 44 lost its BASS rows to a 100 s per-system limit)
+    P="--systems bass_default,plain,vllm_k3,vllm_k5,vllm_k7 --keep-order --batches 1,8,32"
+    P="$P --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 180"
+    PAIR0_ARGS=${PAIR0_ARGS:-"$P --drafts 4x1024 --acceptance 0.8,0.9,0.6"} \
+      PAIR1_ARGS=${PAIR1_ARGS:-"$P --drafts 8x1024 --acceptance 0.9,0.6"} run_pair
+    pack official ;;
   k1_premium)  # session 40: at batch 4 (5x1280 draft, 256-token prompts, H200) one-draft
     # steps took 6.8 ms against 5.7 for three drafts in one engine, and fixed K=1's engine
     # 7.3 ms a step against fixed K=3's 6.3: is it real, ours (K=1 on FA3 too), and where
@@ -413,5 +433,5 @@ PY
       > "$W/time_budget.log" 2>&1
     tail -5 "$W/time_budget.log"
     pack timebudget ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|onedraft_ab|k1_premium|host_ab|low_k|mix_large|pair" >&2; exit 2 ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|onedraft_ab|k1_premium|host_ab|low_k|mix_large|pair|patch_price|official" >&2; exit 2 ;;
 esac
