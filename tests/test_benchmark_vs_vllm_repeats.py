@@ -166,3 +166,23 @@ def test_each_repeat_says_how_it_speculated():
     assert got == {"repeat_off_step_fraction": [0.25, None],
                    "repeat_mean_draft_length": [2.5, None],
                    "repeat_mean_acceptance_length": [2.5, None]}
+
+
+def test_a_closed_batch_is_timed_from_generate_alone():
+    """The makespan covers `generate` only: the requests are built before the clock."""
+    import time
+
+    built = []
+
+    def slow_prompts():
+        time.sleep(0.2)
+        built.append(True)
+        return ["p"]
+
+    class FakeLLM:
+        def generate(self, prompts, params, use_tqdm):
+            assert built and prompts == ["p"] and params == ["s"] and use_tqdm is False
+            time.sleep(0.01)
+
+    seconds = vs_vllm.closed_batch_seconds(FakeLLM(), slow_prompts(), ["s"])
+    assert 0.01 <= seconds < 0.15
