@@ -119,7 +119,7 @@ run_pair() {  # PAIR0_ARGS / PAIR1_ARGS: two vs_vllm.py slices at once, one a GP
   # own compile caches (device time counts the wall clock, not the GPUs). Each slice gets
   # its own half of the CPU cores: session 44's first pair call let one slice's engine
   # start-ups (torch.compile's workers on every core) run beside the other
-  # slice's host-bound timed runs (vLLM's mix rows there: 1.2-2.3x slow, suspected).
+  # slice's host-bound timed runs (the rows of that call are suspect).
   # Pinned, a BASS engine starts in ~90 s (session 44, 4 compile threads; now the
   # slice's cores): give vs_vllm.py --timeout 180 or more per system
   nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
