@@ -197,7 +197,8 @@ def draft_step_cost_floor(vllm_config) -> float | None:
     ratio the config gives being rough. None where either model is not a plain dense
     decoder. The step-cost fit is held at or above it: on steps whose timing drifts (a
     run's warm-up, a closed batch's shrinking tail) the free fit priced a draft step at
-    0 and the plan drafted 5-16 tokens at alpha 0.3 (sessions 43-44, H200)."""
+    0 and the plan drafted 5-7 tokens at alpha 0.3 (session 44) and 16 at alpha 0.7
+    (session 43; H200)."""
     spec = getattr(vllm_config, "speculative_config", None)
     draft_model = getattr(spec, "draft_model_config", None)
     if draft_model is None:
