@@ -51,6 +51,7 @@
 #   bash scripts/gpu_bench.sh mix_large # session 43: the mix at batch 64-256, vLLM K=1-3, plain
 #   bash scripts/gpu_bench.sh patch_price  # session 44: vLLM's per-request patch priced (x2)
 #   bash scripts/gpu_bench.sh official  # session 44: alpha 0.6-0.9, batch 1-32, both drafts (x2)
+#   bash scripts/gpu_bench.sh continuous_mix  # session 44: the mix kept in flight (x2)
 #   PAIR0_ARGS=... PAIR1_ARGS=... bash scripts/gpu_bench.sh pair  # session 43: two
 #                                       # vs_vllm.py slices at once, one a GPU (x2 kind)
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
@@ -335,6 +336,14 @@ case "${1:-}" in
     PAIR0_ARGS=${PAIR0_ARGS:-"$P --drafts 8x1024 --timeout 180"} \
       PAIR1_ARGS=${PAIR1_ARGS:-"$P --drafts 4x1024 --timeout 180"} run_pair
     pack patch_price ;;
+  continuous_mix)  # session 44: the mix kept in flight (a finished request replaced at once:
+    # no closed batch's slow quarter holding the makespan), 4x1024 / 8x1024, batch 32 / 64
+    P="--systems bass_default,vllm_k2,vllm_k3,plain --keep-order --workload continuous"
+    P="$P --acceptance mix,mixavg --batches 32,64 --prompt-len 128 --max-tokens 128"
+    P="$P --repeats 2 --min-timed-seconds 0 --timeout 200"
+    PAIR0_ARGS=${PAIR0_ARGS:-"$P --drafts 4x1024"} PAIR1_ARGS=${PAIR1_ARGS:-"$P --drafts 8x1024"} \
+      run_pair
+    pack continuous_mix ;;
   official)  # session 44: issue 13's own drafts at alpha 0.6 / 0.8 / 0.9, batch 1 / 8 / 32 (call 3
     # of session 44 lost its BASS rows to a 100 s per-system limit)
     P="--systems bass_default,plain,vllm_k3,vllm_k5,vllm_k7 --keep-order --batches 1,8,32"
@@ -433,5 +442,5 @@ PY
       > "$W/time_budget.log" 2>&1
     tail -5 "$W/time_budget.log"
     pack timebudget ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|onedraft_ab|k1_premium|host_ab|low_k|mix_large|pair|patch_price|official" >&2; exit 2 ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|onedraft_ab|k1_premium|host_ab|low_k|mix_large|pair|patch_price|official|continuous_mix" >&2; exit 2 ;;
 esac
