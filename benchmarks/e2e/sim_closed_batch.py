@@ -76,6 +76,24 @@ def kv_per_weight_7b() -> float:
         cache_config=SimpleNamespace(cache_dtype="auto")))
 
 
+def draft_floor_4x1024_7b() -> float:
+    """The step-cost fit's draft-step floor (`scheduler.draft_step_cost_floor`) for the pair
+    the law was measured on, 4x1024 on the 7B shape (~0.0063 of a plain step); the
+    scheduler's own config is the embedded tiny pair's (0.11)."""
+    from types import SimpleNamespace
+
+    from vllm_bass.scheduler import draft_step_cost_floor
+
+    def model(width, layers, heads, inter):
+        return SimpleNamespace(quantization=None, hf_text_config=SimpleNamespace(
+            hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads,
+            num_key_value_heads=heads, intermediate_size=inter, vocab_size=32000))
+
+    return draft_step_cost_floor(SimpleNamespace(
+        model_config=model(4096, 32, 32, 11008),
+        speculative_config=SimpleNamespace(draft_model_config=model(1024, 4, 16, 2816))))
+
+
 # the draft's terms of the law scaled by this (--draft-cost-scale): a held-out draft shape
 # dearer than session 18's 4x1024 (a 5x1280 draft's weights are 1.56x)
 DRAFT_COST_SCALE = [1.0]
@@ -158,6 +176,7 @@ def scheduler(batch: int, policy: str, k: int, auto_off: bool, async_scheduling:
                        num_speculative_tokens=k, auto_off=auto_off)
     sched.bass_token_budget = token_budget
     sched.bass_kv_per_weight = kv_per_weight_7b()
+    sched.bass_costs.draft_step_floor = DRAFT_COST_SCALE[0] * draft_floor_4x1024_7b()
     return sched
 
 

@@ -99,6 +99,7 @@ def configure(variant: str, sched) -> None:
 def _configure_part(variant: str, sched) -> None:
     from vllm_bass.policy import auto_off
 
+    floor = sched.bass_costs.draft_step_floor  # kept by the variants that swap the fit
     if variant.startswith("confident"):
         auto_off.CONFIDENT_SPEEDUP = float(variant[len("confident"):])
     for name, value in REPLAN_VARIANTS.get(variant, {}).items():
@@ -115,17 +116,18 @@ def _configure_part(variant: str, sched) -> None:
     elif variant == "explore":  # draft-length exploration on (off since session 14)
         sched.bass_policy.explore_enabled = True
     elif variant == "s29fit":  # the step-cost fit before session 30
-        sched.bass_costs = StepCostEstimator(session29_fit=True, one_draft_term=False)
+        sched.bass_costs = StepCostEstimator(session29_fit=True, one_draft_term=False,
+                                             draft_step_floor=floor)
     elif variant == "linearfit":  # no one-draft premium (the default again since session 41)
-        sched.bass_costs = StepCostEstimator(one_draft_term=False)
+        sched.bass_costs = StepCostEstimator(one_draft_term=False, draft_step_floor=floor)
     elif variant == "onedraftfit":  # session 40's default: the one-draft premium
-        sched.bass_costs = StepCostEstimator(one_draft_term=True)
+        sched.bass_costs = StepCostEstimator(one_draft_term=True, draft_step_floor=floor)
     elif variant.startswith("draftprior"):  # the cost prior's draft step (and, after a
         # "_", its first pass), in plain steps: draftprior0.04 or draftprior0.04_0.10
         step, _, first = variant[len("draftprior"):].partition("_")
         prior = dataclasses.replace(PRIOR_COSTS, per_draft_step=float(step),
                                     draft_pass=float(first or PRIOR_COSTS.draft_pass))
-        sched.bass_costs = StepCostEstimator(prior=prior)
+        sched.bass_costs = StepCostEstimator(prior=prior, draft_step_floor=floor)
     elif variant == "oracle":  # the law's true costs in place of the fit (session 43)
         sched.bass_costs.model_for = oracle_costs
     elif variant.startswith("floor"):  # the fit's draft-step floor in plain steps (session
