@@ -62,17 +62,24 @@ KNEE_EXTRA_MS_PER_TOKEN = 0.016
 # the 7B shape's KV bytes per cached token over its weight bytes (the scheduler's knee
 # price; `scheduler.kv_bytes_per_weight_byte` of a Llama-2-7B config): the simulated
 # scheduler runs the embedded tiny pair, whose ratio is not the law's
-def kv_per_weight_7b() -> float:
+def _dense_model(width: int, layers: int, heads: int, inter: int):
+    """A model config as the scheduler's size helpers read it (Llama-shaped, bf16)."""
     from types import SimpleNamespace
 
     import torch
 
+    return SimpleNamespace(quantization=None, dtype=torch.bfloat16, hf_text_config=SimpleNamespace(
+        hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads,
+        num_key_value_heads=heads, intermediate_size=inter, vocab_size=32000))
+
+
+def kv_per_weight_7b() -> float:
+    from types import SimpleNamespace
+
     from vllm_bass.scheduler import kv_bytes_per_weight_byte
 
-    hf = SimpleNamespace(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
-                         num_key_value_heads=32, intermediate_size=11008, vocab_size=32000)
     return kv_bytes_per_weight_byte(SimpleNamespace(
-        model_config=SimpleNamespace(hf_text_config=hf, dtype=torch.bfloat16, quantization=None),
+        model_config=_dense_model(4096, 32, 32, 11008),
         cache_config=SimpleNamespace(cache_dtype="auto")))
 
 
@@ -84,14 +91,9 @@ def draft_floor_4x1024_7b() -> float:
 
     from vllm_bass.scheduler import draft_step_cost_floor
 
-    def model(width, layers, heads, inter):
-        return SimpleNamespace(quantization=None, hf_text_config=SimpleNamespace(
-            hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads,
-            num_key_value_heads=heads, intermediate_size=inter, vocab_size=32000))
-
     return draft_step_cost_floor(SimpleNamespace(
-        model_config=model(4096, 32, 32, 11008),
-        speculative_config=SimpleNamespace(draft_model_config=model(1024, 4, 16, 2816))))
+        model_config=_dense_model(4096, 32, 32, 11008),
+        speculative_config=SimpleNamespace(draft_model_config=_dense_model(1024, 4, 16, 2816))))
 
 
 # the draft's terms of the law scaled by this (--draft-cost-scale): a held-out draft shape
