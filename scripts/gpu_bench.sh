@@ -52,6 +52,8 @@
 #   bash scripts/gpu_bench.sh patch_price  # session 44: vLLM's per-request patch priced (x2)
 #   bash scripts/gpu_bench.sh official  # session 44: alpha 0.6-0.9, batch 1-32, both drafts (x2)
 #   bash scripts/gpu_bench.sh continuous_mix  # session 44: the mix kept in flight (x2)
+#   bash scripts/gpu_bench.sh large_batch  # session 45: batch 64-256, both drafts (x2)
+#   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   PAIR0_ARGS=... PAIR1_ARGS=... bash scripts/gpu_bench.sh pair  # session 43: two
 #                                       # vs_vllm.py slices at once, one a GPU (x2 kind)
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
@@ -351,6 +353,22 @@ case "${1:-}" in
     PAIR0_ARGS=${PAIR0_ARGS:-"$P --drafts 4x1024 --acceptance 0.8,0.9,0.6"} \
       PAIR1_ARGS=${PAIR1_ARGS:-"$P --drafts 8x1024 --acceptance 0.9,0.6"} run_pair
     pack official ;;
+  large_batch)  # session 45: criteria 1 / 3 at batch 64-256 on the H200 (session 45 ran
+    # batch 1-32 only), vLLM K=1-3 bracketing its best there (K=1-2 on the H100, session 24)
+    P="--systems bass_default,plain,vllm_k1,vllm_k2,vllm_k3 --keep-order --batches 64,128,256"
+    P="$P --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 190"
+    PAIR0_ARGS=${PAIR0_ARGS:-"$P --drafts 4x1024 --acceptance 0.8,0.3"} \
+      PAIR1_ARGS=${PAIR1_ARGS:-"$P --drafts 8x1024 --acceptance 0.9,0.6"} run_pair
+    pack large_batch ;;
+  b8_lengths)  # session 45: criterion 4 at batch 8 (2.41x plain, 2.5x asked): does any draft
+    # length reach it? The default (drafted 8-13) against a lower bound on its length and
+    # fixed K, untraced; alpha 0.8, 4x1024 (GPU 0) and 8x1024 (GPU 1, not yet measured)
+    P="--systems bass_default,bass_kmax8,bass_fixed6,bass_fixed8,plain --keep-order"
+    P="$P --acceptance 0.8 --batches 8,1 --prompt-len 128 --max-tokens 128 --repeats 3"
+    P="$P --min-timed-seconds 0 --timeout 180"
+    PAIR0_ARGS=${PAIR0_ARGS:-"$P --drafts 4x1024"} PAIR1_ARGS=${PAIR1_ARGS:-"$P --drafts 8x1024"} \
+      run_pair
+    pack b8_lengths ;;
   k1_premium)  # session 40: at batch 4 (5x1280 draft, 256-token prompts, H200) one-draft
     # steps took 6.8 ms against 5.7 for three drafts in one engine, and fixed K=1's engine
     # 7.3 ms a step against fixed K=3's 6.3: is it real, ours (K=1 on FA3 too), and where
@@ -442,5 +460,5 @@ PY
       > "$W/time_budget.log" 2>&1
     tail -5 "$W/time_budget.log"
     pack timebudget ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|onedraft_ab|k1_premium|host_ab|low_k|mix_large|pair|patch_price|official|continuous_mix" >&2; exit 2 ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|onedraft_ab|k1_premium|host_ab|low_k|mix_large|pair|patch_price|official|continuous_mix|large_batch|b8_lengths" >&2; exit 2 ;;
 esac
