@@ -149,6 +149,11 @@ run_pair() {  # PAIR0_ARGS / PAIR1_ARGS: two vs_vllm.py slices at once, one a GP
   done
   cleanup
 }
+pair_preset() {  # NAME COMMON SLICE0 SLICE1: run_pair with each slice's vs_vllm.py arguments
+  # COMMON + SLICEi (PAIR0_ARGS / PAIR1_ARGS replace a slice's), then the archive NAME.tgz
+  PAIR0_ARGS=${PAIR0_ARGS:-"$2 $3"} PAIR1_ARGS=${PAIR1_ARGS:-"$2 $4"} run_pair
+  pack "$1"
+}
 case "${1:-}" in
   async7b)
     bench 480 --pair llama7b --configs plain,bass,bass_async,per_request_async \
@@ -332,44 +337,35 @@ case "${1:-}" in
     pack pair ;;
   patch_price)  # session 44: what the benchmark's per-request patch costs vLLM (its `same0.7`
     # rows run it at one alpha, its `0.7` rows do not) beside the mix and `mixavg`, batch 32 / 64
-    P="--systems vllm_k1,vllm_k3,plain,bass_default --keep-order"
-    P="$P --acceptance 0.7,same0.7,mix,mixavg"
-    P="$P --batches 32,64 --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0"
-    PAIR0_ARGS=${PAIR0_ARGS:-"$P --drafts 8x1024 --timeout 180"} \
-      PAIR1_ARGS=${PAIR1_ARGS:-"$P --drafts 4x1024 --timeout 180"} run_pair
-    pack patch_price ;;
+    pair_preset patch_price "--systems vllm_k1,vllm_k3,plain,bass_default --keep-order
+      --acceptance 0.7,same0.7,mix,mixavg --batches 32,64 --prompt-len 128 --max-tokens 128
+      --repeats 3 --min-timed-seconds 0 --timeout 180" "--drafts 8x1024" "--drafts 4x1024" ;;
   continuous_mix)  # session 44: the mix kept in flight (a finished request replaced at once:
     # no closed batch's slow quarter holding the makespan), 4x1024 / 8x1024, batch 32 / 64
-    P="--systems bass_default,vllm_k2,vllm_k3,plain --keep-order --workload continuous"
-    P="$P --acceptance mix,mixavg --batches 32,64 --prompt-len 128 --max-tokens 128"
-    P="$P --repeats 2 --min-timed-seconds 0 --timeout 200"
-    PAIR0_ARGS=${PAIR0_ARGS:-"$P --drafts 4x1024"} PAIR1_ARGS=${PAIR1_ARGS:-"$P --drafts 8x1024"} \
-      run_pair
-    pack continuous_mix ;;
+    pair_preset continuous_mix "--systems bass_default,vllm_k2,vllm_k3,plain --keep-order
+      --workload continuous --acceptance mix,mixavg --batches 32,64 --prompt-len 128
+      --max-tokens 128 --repeats 2 --min-timed-seconds 0 --timeout 200" \
+      "--drafts 4x1024" "--drafts 8x1024" ;;
   official)  # session 44: issue 13's own drafts at alpha 0.6 / 0.8 / 0.9, batch 1 / 8 / 32 (call 3
-    # of session 44 lost its BASS rows to a 100 s per-system limit)
-    P="--systems bass_default,plain,vllm_k3,vllm_k5,vllm_k7 --keep-order --batches 1,8,32"
-    P="$P --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 180"
-    PAIR0_ARGS=${PAIR0_ARGS:-"$P --drafts 4x1024 --acceptance 0.8,0.9,0.6"} \
-      PAIR1_ARGS=${PAIR1_ARGS:-"$P --drafts 8x1024 --acceptance 0.9,0.6"} run_pair
-    pack official ;;
+    # of session 44 lost its BASS rows to a 100 s per-system limit; session 45's GPU 0 slice
+    # lost vLLM K=7 to the call's limit)
+    pair_preset official "--systems bass_default,plain,vllm_k3,vllm_k5,vllm_k7 --keep-order
+      --batches 1,8,32 --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0
+      --timeout 180" "--drafts 4x1024 --acceptance 0.8,0.9,0.6" \
+      "--drafts 8x1024 --acceptance 0.9,0.6" ;;
   large_batch)  # session 45: criteria 1 / 3 at batch 64-256 on the H200 (session 45 ran
     # batch 1-32 only), vLLM K=1-3 bracketing its best there (K=1-2 on the H100, session 24)
     # (5 engines of ~80 s start-up pinned and 4 cells each: ~100 s a system, in the 560 s)
-    P="--systems bass_default,plain,vllm_k1,vllm_k2,vllm_k3 --keep-order --batches 64,256"
-    P="$P --prompt-len 128 --max-tokens 128 --repeats 2 --min-timed-seconds 0 --timeout 190"
-    PAIR0_ARGS=${PAIR0_ARGS:-"$P --drafts 4x1024 --acceptance 0.8,0.3"} \
-      PAIR1_ARGS=${PAIR1_ARGS:-"$P --drafts 8x1024 --acceptance 0.9,0.6"} run_pair
-    pack large_batch ;;
+    pair_preset large_batch "--systems bass_default,plain,vllm_k1,vllm_k2,vllm_k3 --keep-order
+      --batches 64,256 --prompt-len 128 --max-tokens 128 --repeats 2 --min-timed-seconds 0
+      --timeout 190" "--drafts 4x1024 --acceptance 0.8,0.3" \
+      "--drafts 8x1024 --acceptance 0.9,0.6" ;;
   b8_lengths)  # session 45: criterion 4 at batch 8 (2.41x plain, 2.5x asked): does any draft
     # length reach it? The default (drafted 8-13) against a lower bound on its length and
     # fixed K, untraced; alpha 0.8, 4x1024 (GPU 0) and 8x1024 (GPU 1, not yet measured)
-    P="--systems bass_default,bass_kmax8,bass_fixed6,bass_fixed8,plain --keep-order"
-    P="$P --acceptance 0.8 --batches 8,1 --prompt-len 128 --max-tokens 128 --repeats 3"
-    P="$P --min-timed-seconds 0 --timeout 180"
-    PAIR0_ARGS=${PAIR0_ARGS:-"$P --drafts 4x1024"} PAIR1_ARGS=${PAIR1_ARGS:-"$P --drafts 8x1024"} \
-      run_pair
-    pack b8_lengths ;;
+    pair_preset b8_lengths "--systems bass_default,bass_kmax8,bass_fixed6,bass_fixed8,plain
+      --keep-order --acceptance 0.8 --batches 8,1 --prompt-len 128 --max-tokens 128
+      --repeats 3 --min-timed-seconds 0 --timeout 180" "--drafts 4x1024" "--drafts 8x1024" ;;
   k1_premium)  # session 40: at batch 4 (5x1280 draft, 256-token prompts, H200) one-draft
     # steps took 6.8 ms against 5.7 for three drafts in one engine, and fixed K=1's engine
     # 7.3 ms a step against fixed K=3's 6.3: is it real, ours (K=1 on FA3 too), and where
