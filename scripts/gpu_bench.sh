@@ -54,6 +54,7 @@
 #   bash scripts/gpu_bench.sh continuous_mix  # session 44: the mix kept in flight (x2)
 #   bash scripts/gpu_bench.sh large_batch  # session 45: batch 64-256, both drafts (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
+#   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   PAIR0_ARGS=... PAIR1_ARGS=... bash scripts/gpu_bench.sh pair  # session 43: two
 #                                       # vs_vllm.py slices at once, one a GPU (x2 kind)
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
@@ -133,7 +134,8 @@ run_pair() {  # PAIR0_ARGS / PAIR1_ARGS: two vs_vllm.py slices at once, one a GP
     args_var="PAIR${i}_ARGS"
     [ -n "${!args_var:-}" ] || continue
     mkdir -p "$W/traces$i"
-    CUDA_VISIBLE_DEVICES=$i VLLM_CACHE_ROOT="/tmp/vs_vllm_cache$i" \
+    env_var="PAIR${i}_ENV"  # a slice's own environment (VAR=VALUE ...), e.g. the profiler's
+    env ${!env_var:-} CUDA_VISIBLE_DEVICES=$i VLLM_CACHE_ROOT="/tmp/vs_vllm_cache$i" \
       TORCHINDUCTOR_CACHE_DIR="/tmp/vs_vllm_inductor$i" TORCHINDUCTOR_COMPILE_THREADS=$half \
       ${PIN:-taskset -c "$(( i * half ))-$(( i * half + half - 1 ))"} \
       timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/pair$i" \
@@ -366,6 +368,23 @@ case "${1:-}" in
     pair_preset b8_lengths "--systems bass_default,bass_kmax8,bass_fixed6,bass_fixed8,plain
       --keep-order --acceptance 0.8 --batches 8,1 --prompt-len 128 --max-tokens 128
       --repeats 3 --min-timed-seconds 0 --timeout 180" "--drafts 4x1024" "--drafts 8x1024" ;;
+  b8_why)  # session 45: where a batch-8 drafting step's fixed ~2.2 ms over a plain step goes
+    # (alpha 0.8, 4x1024; criterion 4 at batch 8 needs ~4%). GPU 0: vLLM's torch profiler
+    # over BASS default and fixed K=8 at batch 8 (profile_summary.py: GPU busy against idle
+    # per step, idle by the host range running, kernel time by step shape and phase). GPU 1,
+    # no profiler: the default, bass_off (V1 off-steps), plain_v1 and plain at batch 8 / 1
+    PAIR0_ENV="VLLM_CUSTOM_SCOPES_FOR_PROFILING=1" \
+      PAIR0_ARGS="--systems bass_default,bass_fixed8 --keep-order --drafts 4x1024
+      --acceptance 0.8 --batches 8 --repeats 1 --min-timed-seconds 0 --timeout 220
+      --profile-dir $W/prof --profile-batches 8 --profile-acceptance 0.8" \
+      PAIR1_ARGS="--systems bass_default,bass_off,plain_v1,plain --keep-order --drafts 4x1024
+      --acceptance 0.8 --batches 8,1 --repeats 3 --min-timed-seconds 0 --timeout 180" run_pair
+    timeout "${SUMMARY_TIMEOUT:-100}" python3 benchmarks/e2e/profile_summary.py "$W/prof" \
+      --out "$OUT/profile_summary.json" 2>&1 | tail -20
+    # the traces stay behind: tens of MiB each, and an archive over the device tool's
+    # limit would not come back at all (the summary holds what they say)
+    find "$W/prof" -name "*.pt.trace.json*" -delete
+    pack b8_why ;;
   k1_premium)  # session 40: at batch 4 (5x1280 draft, 256-token prompts, H200) one-draft
     # steps took 6.8 ms against 5.7 for three drafts in one engine, and fixed K=1's engine
     # 7.3 ms a step against fixed K=3's 6.3: is it real, ours (K=1 on FA3 too), and where
@@ -457,5 +476,5 @@ PY
       > "$W/time_budget.log" 2>&1
     tail -5 "$W/time_budget.log"
     pack timebudget ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|onedraft_ab|k1_premium|host_ab|low_k|mix_large|pair|patch_price|official|continuous_mix|large_batch|b8_lengths" >&2; exit 2 ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|onedraft_ab|k1_premium|host_ab|low_k|mix_large|pair|patch_price|official|continuous_mix|large_batch|b8_lengths|b8_why" >&2; exit 2 ;;
 esac
