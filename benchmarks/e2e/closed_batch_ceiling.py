@@ -9,7 +9,10 @@ interpolated linearly in b between the batch-1 and batch-B laws (ms = a + s * L)
 adds a fixed `--overhead-ms` (prefill and engine overhead, as plain decoding pays).
 
     python benchmarks/e2e/closed_batch_ceiling.py --alpha 0.8 --batch 8 \
-        --law1 6.19,0.053 --lawb 7.43,0.013 --overhead-ms 27 --plain-ms 5.17
+        --law1 5.75,0.083 --lawb 6.70,0.056 --overhead-ms 27 --plain-ms 5.17
+
+(the defaults: session 45's call-3 trace, 4x1024 on an H200, Theil-Sen lines of its warm
+runs' steps at batch 1 and 8).
 """
 
 from __future__ import annotations
@@ -53,8 +56,8 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--lengths", default="4,6,8,10,12,16")
-    p.add_argument("--law1", default="6.19,0.053", help="batch-1 step: ms at L=0, ms per L")
-    p.add_argument("--lawb", default="7.43,0.013", help="batch-B step: ms at L=0, ms per L")
+    p.add_argument("--law1", default="5.75,0.083", help="batch-1 step: ms at L=0, ms per L")
+    p.add_argument("--lawb", default="6.70,0.056", help="batch-B step: ms at L=0, ms per L")
     p.add_argument("--overhead-ms", type=float, default=27.0)
     p.add_argument("--plain-ms", type=float, default=5.17, help="plain decoding, ms/token")
     p.add_argument("--trials", type=int, default=2000)
