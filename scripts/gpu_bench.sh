@@ -368,8 +368,8 @@ case "${1:-}" in
     pair_preset b8_lengths "--systems bass_default,bass_kmax8,bass_fixed6,bass_fixed8,plain
       --keep-order --acceptance 0.8 --batches 8,1 --prompt-len 128 --max-tokens 128
       --repeats 3 --min-timed-seconds 0 --timeout 180" "--drafts 4x1024" "--drafts 8x1024" ;;
-  b8_why)  # session 45: where a batch-8 drafting step's fixed ~2.2 ms over a plain step goes
-    # (alpha 0.8, 4x1024; criterion 4 at batch 8 needs ~4%). GPU 0: vLLM's torch profiler
+  b8_why)  # session 45: where a batch-8 drafting step's fixed ~1.5 ms over a plain step goes
+    # (alpha 0.8, 4x1024; criterion 4 at batch 8 needs ~6% of it). GPU 0: vLLM's torch profiler
     # over BASS default and fixed K=8 at batch 8 (profile_summary.py: GPU busy against idle
     # per step, idle by the host range running, kernel time by step shape and phase). GPU 1,
     # no profiler: the default, bass_off (V1 off-steps), plain_v1 and plain at batch 8 / 1
