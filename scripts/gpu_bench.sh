@@ -369,11 +369,12 @@ case "${1:-}" in
       --keep-order --acceptance 0.8 --batches 8,1 --prompt-len 128 --max-tokens 128
       --repeats 3 --min-timed-seconds 0 --timeout 180" "--drafts 4x1024" "--drafts 8x1024" ;;
   b8_why)  # session 45: where a batch-8 drafting step's fixed ~1.5 ms over a plain step goes
-    # (alpha 0.8, 4x1024; criterion 4 at batch 8 needs ~6% of it). GPU 0: vLLM's torch profiler
+    # (alpha 0.8, 4x1024; criterion 4 at batch 8 needs ~0.45 ms of it off). GPU 0: the profiler
     # over BASS default and fixed K=8 at batch 8 (profile_summary.py: GPU busy against idle
     # per step, idle by the host range running, kernel time by step shape and phase). GPU 1,
     # no profiler: the default, bass_off (V1 off-steps), plain_v1 and plain at batch 8 / 1
-    PAIR0_ENV="VLLM_CUSTOM_SCOPES_FOR_PROFILING=1" \
+    # (the slices get 440 s: the summary after them needs up to 100 of the call's 600)
+    VS_TIMEOUT=${VS_TIMEOUT:-440} PAIR0_ENV="VLLM_CUSTOM_SCOPES_FOR_PROFILING=1" \
       PAIR0_ARGS="--systems bass_default,bass_fixed8 --keep-order --drafts 4x1024
       --acceptance 0.8 --batches 8 --repeats 1 --min-timed-seconds 0 --timeout 220
       --profile-dir $W/prof --profile-batches 8 --profile-acceptance 0.8" \
