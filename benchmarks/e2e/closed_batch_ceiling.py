@@ -19,24 +19,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.e2e.mix_bound import makespan_ms  # noqa: E402
 
 
 def closed_batch_ms(alpha: float, length: int, batch: int, step_ms, new_tokens: int = 128,
                     overhead_ms: float = 0.0, trials: int = 2000, seed: int = 0) -> float:
-    """Mean wall time (ms) of a closed batch; `step_ms(live, length)` prices a step."""
-    rng = np.random.default_rng(seed)
-    total = 0.0
-    for _ in range(trials):
-        left = np.full(batch, new_tokens)
-        elapsed = overhead_ms
-        while (left > 0).any():
-            elapsed += step_ms(int((left > 0).sum()), length)
-            accepted = np.cumprod(rng.random((batch, length)) < alpha, axis=1).sum(axis=1)
-            left = np.maximum(left - (1 + accepted), 0)
-        total += elapsed
-    return total / trials
+    """Mean wall time (ms) of a closed batch (`mix_bound.makespan_ms`, every request at
+    alpha and `length`, one seed a trial); `step_ms(live, length)` prices a step."""
+    requests = batch * [alpha], batch * [length]
+
+    def law(live: int, longest: int, drafts: int) -> float:
+        return step_ms(live, longest)
+
+    return overhead_ms + sum(makespan_ms(*requests, new_tokens, seed + t, law)
+                             for t in range(trials)) / trials
 
 
 def linear_law(law1: tuple[float, float], lawb: tuple[float, float], batch: int):

@@ -22,13 +22,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.e2e.sim_closed_batch import MIX_PATTERN, h100_step_ms  # noqa: E402
 
 
-def makespan_ms(alphas: list[float], lengths: list[int], tokens: int, seed: int) -> float:
+def makespan_ms(alphas: list[float], lengths: list[int], tokens: int, seed: int,
+                step_ms=h100_step_ms) -> float:
+    """One closed batch: request i drafts lengths[i] every step and gains 1 + its accepted
+    drafts; a step of the live requests costs step_ms(live, longest draft, drafts)."""
     rng = random.Random(seed)
     remaining, ms = [tokens] * len(alphas), 0.0
     while any(r > 0 for r in remaining):
         active = [i for i, r in enumerate(remaining) if r > 0]
         ks = [lengths[i] for i in active]
-        ms += h100_step_ms(len(active), max(ks), sum(ks))
+        ms += step_ms(len(active), max(ks), sum(ks))
         for i in active:
             n = 0
             while n < lengths[i] and rng.random() < alphas[i]:
