@@ -55,6 +55,7 @@
 #   bash scripts/gpu_bench.sh large_batch  # session 45: batch 64-256, both drafts (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
+#   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
 #   PAIR0_ARGS=... PAIR1_ARGS=... bash scripts/gpu_bench.sh pair  # session 43: two
 #                                       # vs_vllm.py slices at once, one a GPU (x2 kind)
 #   bash scripts/gpu_bench.sh kernels   # kernel GPU tests, the 96-shape kernel benchmark (with
@@ -386,6 +387,17 @@ case "${1:-}" in
     # limit would not come back at all (the summary holds what they say)
     find "$W/prof" -name "*.pt.trace.json*" -delete
     pack b8_why ;;
+  measured_step)  # session 46: the policy's draft step priced at least at its graph's time
+    # measured at start-up (bass_measured_step, VLLM_BASS_MEASURED_DRAFT_STEP=1) against the
+    # default and fixed K=6 (which beat the default by 10-30% at batch 8, alpha 0.8), plain;
+    # 4x1024 on GPU 0, 8x1024 on GPU 1; then the measured times and plans from the logs
+    VS_TIMEOUT=${VS_TIMEOUT:-540} pair_preset measured_step \
+      "--systems bass_default,bass_measured_step,bass_fixed6,plain --keep-order
+      --acceptance 0.8 --batches 8,1,32 --prompt-len 128 --max-tokens 128 --repeats 3
+      --min-timed-seconds 0 --timeout 180" \
+      "--drafts 4x1024" "--drafts 8x1024"
+    grep -h "measured time\|one replay takes" "$W"/pair*_logs/*.log 2>/dev/null | cut -c1-300 \
+      | sort -u | head -6 ;;
   k1_premium)  # session 40: at batch 4 (5x1280 draft, 256-token prompts, H200) one-draft
     # steps took 6.8 ms against 5.7 for three drafts in one engine, and fixed K=1's engine
     # 7.3 ms a step against fixed K=3's 6.3: is it real, ours (K=1 on FA3 too), and where
@@ -477,5 +489,5 @@ PY
       > "$W/time_budget.log" 2>&1
     tail -5 "$W/time_budget.log"
     pack timebudget ;;
-  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|onedraft_ab|k1_premium|host_ab|low_k|mix_large|pair|patch_price|official|continuous_mix|large_batch|b8_lengths|b8_why" >&2; exit 2 ;;
+  *) echo "usage: $0 async7b|attn|final|kernels|draftgraphs|profile|vs_vllm|matrix|profile13|pyspy|load|timebudget|attn_default|plan_ab|order_ab|marginal_trace|onedraft_ab|k1_premium|host_ab|low_k|mix_large|pair|patch_price|official|continuous_mix|large_batch|b8_lengths|b8_why|measured_step" >&2; exit 2 ;;
 esac

@@ -27,7 +27,9 @@ def test_self_draft_accepted_through_draft_graphs(graph_baseline, k):
     """The first pass (`first_pass_graphs`) and, for K > 1, the one-token steps."""
     got = run_engine(base_engine_kwargs(**GRAPHS, speculative_config=bass_spec(
         model=TARGET, draft_length_policy="fixed", num_speculative_tokens=k,
-        auto_off=False)), JOBS, metrics=True, worker_rpc=["bass_draft_graph_stats"])
+        auto_off=False)), JOBS, metrics=True,
+        worker_rpc=["bass_draft_graph_stats", "bass_measured_draft_steps"],
+        env={"VLLM_BASS_MEASURED_DRAFT_STEP": "1"})
     _assert_same(graph_baseline, got, f"draft graphs, K={k}")
     m = got["metrics"]
     drafts = metric(m, "vllm:spec_decode_num_draft_tokens")
@@ -40,6 +42,14 @@ def test_self_draft_accepted_through_draft_graphs(graph_baseline, k):
     # prefill chunks longer than the graphs' bound take vLLM's pass on the GPU
     assert ran >= 10 and ran > 2 * stats["fallbacks"], (
         f"first passes did not run ours: {stats}")
+    # with VLLM_BASS_MEASURED_DRAFT_STEP=1 each captured step graph was timed at start-up
+    # (the policy's measured draft step); eager engines (CPU) have none to time
+    (measured,) = got["worker_rpc"]["bass_measured_draft_steps"]
+    print("draft step us:", {rows: round(t * 1e6, 1) for rows, t in measured.items()})
+    if on_gpu():
+        assert measured and all(0 < t < 0.01 for t in measured.values()), measured
+    else:
+        assert measured == {}, measured
 
 
 def test_greedy_identical_with_graphs_and_default_policy(graph_baseline):

@@ -35,6 +35,7 @@ scheduler already ships.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 
@@ -49,6 +50,8 @@ from vllm_bass.policy.auto_off import with_test_off_cycle
 from vllm_bass.policy.cost_model import StepCostEstimator, knee_price
 from vllm_bass.policy.factory import make_policy
 from vllm_bass.policy.policies import DraftPlan, Verified, within_token_budget
+
+logger = logging.getLogger("vllm.bass")
 
 # Decayed count of measured off-steps (per batch bucket) below which auto-off takes an
 # occasional off-step, to measure what plain decoding costs (about one in 35 steps).
@@ -223,6 +226,21 @@ def verification_token_budget(vllm_config) -> int | None:
     return int(size)
 
 
+# id(vllm_config) -> {batch size: seconds of one draft step}, from the engine's start-up
+# (`patches.engine_core_measured_costs`) to the scheduler EngineCore builds right after;
+# taken (popped) by that scheduler, so at most one entry per engine being built
+_MEASURED_DRAFT_STEPS: dict[int, dict[int, float]] = {}
+
+
+def stash_measured_draft_steps(vllm_config, seconds_by_rows: dict[int, float]) -> None:
+    if seconds_by_rows:
+        _MEASURED_DRAFT_STEPS[id(vllm_config)] = dict(seconds_by_rows)
+
+
+def take_measured_draft_steps(vllm_config) -> dict[int, float]:
+    return _MEASURED_DRAFT_STEPS.pop(id(vllm_config), {})
+
+
 class BassScheduler(Scheduler):
     """Constructed through this class for both modes: `__new__` returns the async variant
     when vLLM runs async scheduling (the class path is fixed before vLLM decides that)."""
@@ -261,6 +279,14 @@ class BassScheduler(Scheduler):
                                             one_draft_term=cost_fit == "one_draft",
                                             draft_step_floor=draft_step_cost_floor(
                                                 self.vllm_config))
+        # a draft step's GPU time by batch size, timed at start-up: the fit's floor with
+        # VLLM_BASS_MEASURED_DRAFT_STEP=1 (session 46; opt-in until a GPU A/B decides)
+        measured = take_measured_draft_steps(self.vllm_config)
+        if measured and envs.flag("VLLM_BASS_MEASURED_DRAFT_STEP"):
+            self.bass_costs.set_measured_draft_steps(measured)
+            logger.info("vllm-bass: draft step priced at least its measured time, us by "
+                        "batch size: %s", {rows: round(t * 1e6, 1)
+                                           for rows, t in sorted(measured.items())})
         # vLLM's largest CUDA-graph size; each step's budget: step_token_budget
         self.bass_token_budget = verification_token_budget(self.vllm_config)
         # the knee as a price (`cost_model.knee_price`) where the weights' share of a step's

@@ -144,6 +144,9 @@ EXTRA_SYSTEMS["bass_one_draft_fit"] = {}
 # the draft's first-pass KV slots by vLLM's torch code (VLLM_BASS_FIRST_PASS_SLOT_KERNEL=0),
 # not session 41's one launch: the host-time A/B
 EXTRA_SYSTEMS["bass_vllm_slots"] = {}
+# the policy's draft step priced at least at its graph's time measured at start-up
+# (VLLM_BASS_MEASURED_DRAFT_STEP=1, session 46; opt-in until measured)
+EXTRA_SYSTEMS["bass_measured_step"] = {}
 # a verified token past the knee priced at the fitted price plus the knee price, not the
 # larger of them (VLLM_BASS_KNEE_PRICE=sum, the default before session 32)
 EXTRA_SYSTEMS["bass_knee_sum"] = {}
@@ -185,6 +188,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_BASS_COST_FIT": "one_draft"}
     if system == "bass_vllm_slots":
         return {"VLLM_BASS_FIRST_PASS_SLOT_KERNEL": "0"}
+    if system == "bass_measured_step":
+        return {"VLLM_BASS_MEASURED_DRAFT_STEP": "1"}
     if system == "bass_knee_sum":
         return {"VLLM_BASS_KNEE_PRICE": "sum"}
     if system == "bass_noprecompile":

@@ -471,3 +471,85 @@ def test_times_for_prices_many_plans_as_time_for_prices_one():
     plain = StepCostModel()
     assert np.allclose(plain.times_for(longest, total),
                        [plain.time_for(int(a), int(b)) for a, b in zip(longest, total)])
+
+
+def test_measured_draft_steps_map_to_the_buckets_smallest_batch():
+    """A bucket (b/2, b] is held to the graph its smallest batch replays (the smallest
+    measured size holding it); buckets past the largest size get no floor."""
+    est = StepCostEstimator()
+    est.set_measured_draft_steps({1: 50e-6, 2: 55e-6, 4: 60e-6, 8: 80e-6, 16: 90e-6,
+                                  24: 100e-6, 0: 1.0, 3: float("nan")})
+    got = est.measured_draft_step
+    assert got[1] == 50e-6 and got[2] == 55e-6 and got[4] == 60e-6  # batch 3: the size-4 graph
+    assert got[8] == 80e-6 and got[16] == 90e-6 and got[32] == 100e-6  # batch 17: size 24
+    assert 64 not in got
+
+
+def test_a_measured_draft_step_is_the_fits_floor_and_the_rest_refits_around_it():
+    """The drifting steps of the models'-floor test: the free fit finds drafting free and
+    puts a drafting step's cost in its first pass. Held at a measured 0.1 ms, the draft step
+    costs that and the first pass is refitted lower, so the steps seen are still explained;
+    where the steps price a draft step above the measured time, the fit keeps theirs."""
+    def drifting(est, seed=3):
+        rng = random.Random(seed)
+        for _ in range(30):
+            est.observe(8, 1, 8, rng.uniform(6.3e-3, 8.4e-3))
+        for _ in range(60):
+            drafts = rng.choice([5, 6, 7])
+            est.observe(8, drafts, 8 * drafts, rng.uniform(4.9e-3, 6.7e-3))
+        return est
+
+    free = drifting(StepCostEstimator())
+    measured = StepCostEstimator()
+    measured.set_measured_draft_steps({8: 0.1e-3})
+    drifting(measured)
+    a, a_free = (plain_step(est._theta(est.fits[8]), 8) for est in (measured, free))
+    got, was = measured.model_for(8), free.model_for(8)
+    assert was.per_draft_step < 1e-3
+    assert got.per_draft_step * a == pytest.approx(0.1e-3, rel=1e-6)
+    assert got.draft_pass * a < was.draft_pass * a_free
+    # the drafting steps the window holds most (5-7 drafts, 4.9-6.7 ms) cost about what
+    # the free fit says they cost (seconds)
+    for k in (5, 6, 7):
+        assert got.time_for(k, 8 * k) * a == pytest.approx(
+            was.time_for(k, 8 * k) * a_free, rel=0.05)
+        assert 4.9e-3 < got.time_for(k, 8 * k) * a < 6.7e-3
+    honest = StepCostEstimator()
+    honest.set_measured_draft_steps({8: 0.05e-3})
+    rng = random.Random(4)
+    for _ in range(80):
+        drafts = rng.choice([0, 1, 3, 5])
+        honest.observe(8, drafts, 8 * drafts, 5.0e-3 * (1 + 0.04 * drafts))
+    assert honest.model_for(8).per_draft_step == pytest.approx(0.04, rel=0.1)
+
+
+def test_session45_trace_a_measured_draft_step_shortens_the_batch8_plan():
+    """Replay of session 45's call-3 step trace (H200, BASS default, 4x1024 draft, alpha
+    0.8, closed batches of 8): the free fit priced a draft step at ~0.004 of a plain step
+    (its first pass ~0.5), so the best uniform length at alpha 0.8 was the bound (16),
+    where fixed K=6-8 ran 10-30% faster (session 46). The shapes' own medians put a draft
+    step near 0.1 ms; held at that, the best length is shorter."""
+    import csv
+    import gzip
+    from pathlib import Path
+
+    trace = (Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "session45"
+             / "step_trace_call3_bass_default_4x1024_alpha08.csv.gz")
+    free, measured = StepCostEstimator(), StepCostEstimator()
+    measured.set_measured_draft_steps({8: 0.1e-3})
+    with gzip.open(trace, "rt") as f:
+        for row in csv.reader(f):
+            batch, steps, tokens, ms, other = (int(row[1]), int(row[2]), int(row[3]),
+                                               float(row[4]), int(row[5]))
+            for est in (free, measured):
+                est.observe(batch, steps, tokens, ms / 1000, other)
+
+    def best_length(est, alpha=0.8, batch=8, bound=16):
+        model = est.model_for(batch)
+        goodput = {k: (1 - alpha ** (k + 1)) / (1 - alpha) / model.time_for(k, batch * k)
+                   for k in range(1, bound + 1)}
+        return max(goodput, key=goodput.get)
+
+    assert free.model_for(8).per_draft_step < 0.01
+    assert best_length(free) == 16
+    assert 6 <= best_length(measured) <= 12

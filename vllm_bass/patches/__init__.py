@@ -21,6 +21,7 @@ PATCH_MODULES = (
     "vllm_bass.patches.engine_args_config",
     "vllm_bass.patches.stat_logger_manager",
     "vllm_bass.patches.api_server_shutdown",
+    "vllm_bass.patches.engine_core_measured_costs",
 )
 
 

@@ -154,6 +154,7 @@ def batch_bucket(batch: int) -> int:
 
 @dataclass
 class _Fit:
+    bucket: int = 1  # the batch bucket it fits (`batch_bucket`)
     steps: collections.deque = field(default_factory=lambda: collections.deque(maxlen=WINDOW))
     weight: float = 0.0  # decayed count of steps
     batch_sum: float = 0.0  # decayed sum of the steps' batch sizes (the bucket's mean batch)
@@ -274,9 +275,33 @@ class StepCostEstimator:
         self.prior_strength = prior_strength
         self.min_weight = min_weight
         self.fits: dict[int, _Fit] = {}
+        # bucket -> seconds: a draft step's GPU time measured at start-up (`measured_draft_
+        # steps`); the fit's draft step costs at least that much
+        self.measured_draft_step: dict[int, float] = {}
         self.outliers = 0  # steps left out as one-time stalls at the last solves
         self._observed = 0
         self._share_line: tuple[int, float, float] | None = None  # (at _observed, a0, c)
+
+    def set_measured_draft_steps(self, seconds_by_rows: dict[int, float]) -> None:
+        """A draft step's time by the batch size it ran for (the drafter's step graphs timed
+        at start-up, `DraftStepGraphs.time_replays`): each bucket's fitted draft step costs
+        at least the measured time of the bucket's smallest batch (the graph that batch
+        replays: the smallest measured size holding it). Step periods scatter (async
+        pipelining: 5-13 ms for one shape at batch 8, session 45's H200 trace) and a
+        drafting step's cost splits badly between its first pass and its draft steps when
+        the lengths vary little: the fit priced a 4x1024 draft step at 0.02 ms at batch 8
+        (first pass 2.5 ms), 0.1 ms in the shapes' own medians, and the plan drafted 16
+        where fixed 6-8 ran 10-30% faster (session 46). Refits every bucket."""
+        sizes = sorted((int(rows), float(t)) for rows, t in seconds_by_rows.items()
+                       if int(rows) > 0 and t > 0 and math.isfinite(t))
+        self.measured_draft_step = {}
+        for bucket in (1 << k for k in range(0, 16)):
+            smallest = bucket // 2 + 1
+            held = [t for rows, t in sizes if rows >= smallest]
+            if held:
+                self.measured_draft_step[bucket] = held[0]
+        for fit in self.fits.values():
+            fit.theta = None
 
     def observe(self, batch: int, draft_steps: int, verify_tokens: int, seconds: float,
                 other_tokens: int = 0) -> None:
@@ -284,7 +309,10 @@ class StepCostEstimator:
         request's one and its verified drafts (prefill chunks of new or resumed requests)."""
         if batch <= 0 or seconds <= 0 or not math.isfinite(seconds):
             return
-        fit = self.fits.setdefault(batch_bucket(batch), _Fit())
+        bucket = batch_bucket(batch)
+        fit = self.fits.get(bucket)
+        if fit is None:
+            fit = self.fits[bucket] = _Fit(bucket)
         drafted = 1.0 if draft_steps > 0 else 0.0
         fit.steps.append((1.0, drafted, float(draft_steps), float(verify_tokens),
                           float(max(other_tokens, 0)), float(batch),
@@ -326,20 +354,24 @@ class StepCostEstimator:
         every = RESOLVE_EVERY_SETTLED if fit.weight >= SETTLED_WEIGHT else RESOLVE_EVERY
         if (fit.theta is None or fit.unsolved >= every
                 or (fit.unsolved and fit.weight < 2 * self.min_weight)):
-            fit.theta = self._solve(fit)
+            fit.theta = self._solve(fit, self.measured_draft_step.get(fit.bucket, 0.0))
             fit.unsolved = 0
         return fit.theta
 
-    def _solve(self, fit: _Fit) -> np.ndarray:
+    def _solve(self, fit: _Fit, draft_step_floor_s: float = 0.0) -> np.ndarray:
         """Exponentially weighted ridge least squares over the window's steps minus the
         stalls, pulled toward the prior's shape scaled to the off-steps' mean time (to every
-        step's where the window holds no off-step)."""
+        step's where the window holds no off-step). `draft_step_floor_s`: the draft step
+        costs at least that (a measured time): fitted as that plus a non-negative rest, so
+        the other costs are fitted knowing it."""
         p = self.prior
         shape = np.array([p.base, p.draft_pass, p.per_draft_step, p.per_verify_token,
                           PRIOR_OTHER_TOKEN * p.base, PER_REQUEST_SLOPE_PRIOR * p.base,
                           p.one_draft])
         data = np.array(fit.steps)
         xs, ys = data[:, :7], data[:, 7]
+        if draft_step_floor_s > 0:
+            ys = ys - draft_step_floor_s * xs[:, 2]
         if self.session29_fit:  # no per-request term
             xs[:, 5] = 0.0
             shape[5] = 0.0
@@ -381,6 +413,9 @@ class StepCostEstimator:
             else:
                 mean_x = (wm @ xm) / wm.sum()
                 theta0 = shape * ((wm @ ym) / wm.sum() / float(shape @ mean_x))
+            if draft_step_floor_s > 0:  # the prior of the rest over the measured floor
+                theta0 = theta0.copy()
+                theta0[2] = max(theta0[2] - draft_step_floor_s, 0.0)
             xtx = (xm * wm[:, None]).T @ xm + ridge
             xty = (xm * (wm * ym)[:, None]).sum(axis=0) + ridge @ theta0
             return nonnegative_solve(xtx, xty)
@@ -397,6 +432,9 @@ class StepCostEstimator:
             scale = max(1.4826 * float(np.median(residual[keep])), floor)
             theta = ridge_fit(keep, np.minimum(1.0, HUBER_K * scale / np.maximum(residual,
                                                                                   1e-12)))
+        if draft_step_floor_s > 0:
+            theta = theta.copy()
+            theta[2] += draft_step_floor_s
         return theta
 
     def lengths_unvaried(self, batch: int) -> bool:

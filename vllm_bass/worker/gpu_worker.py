@@ -44,6 +44,13 @@ class BassWorkerMixin:
         faults = getattr(getattr(self.model_runner, "drafter", None), "bass_faults", None)
         return faults.as_dict() if faults is not None else {}
 
+    def bass_measured_draft_steps(self) -> dict[int, float]:
+        """Seconds of one draft step by batch size (its graph timed at capture), for
+        `collective_rpc` at start-up (`patches.engine_core_measured_costs`); {} without
+        step graphs (CPU, eager mode)."""
+        steps = getattr(getattr(self.model_runner, "drafter", None), "bass_step_graphs", None)
+        return dict(getattr(steps, "replay_seconds", None) or {})
+
     def bass_draft_graph_stats(self) -> dict:
         """How the drafter's first passes ran (`first_pass_graphs`), for `collective_rpc`:
         {"replays": through a captured graph, "eager": through its eager twin (no graphs),

@@ -49,6 +49,9 @@ class DraftStepGraphs:
         self.block_table: torch.Tensor | None = None  # allocated with the block size
         self.query_start_loc_cpu = torch.from_numpy(np.arange(rows + 1, dtype=np.int32))
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}  # by size, ascending
+        # size -> seconds of one replay (`time_replays`, at capture): the policy's draft
+        # step price floor (`StepCostEstimator.set_measured_draft_steps`)
+        self.replay_seconds: dict[int, float] = {}
         self.max_seq_len = 0  # eager steps: the batch's longest sequence (host side)
         from vllm_bass.kernels import draft_step_update as op
 
@@ -186,12 +189,51 @@ class DraftStepGraphs:
                     self.graphs[rows] = graph
                 torch.cuda.synchronize()
             self.graphs = dict(sorted(self.graphs.items()))  # padded_rows: smallest first
+            from vllm_bass import envs
+
+            if envs.flag("VLLM_BASS_MEASURED_DRAFT_STEP"):
+                self.replay_seconds = self._timed_or_none()
         finally:
             capturing_uniform_batch.reset(uniform)
             self.seq_lens.zero_()
             self.num_reqs.zero_()
         logger.info("vllm-bass: captured full CUDA graphs of the draft step for batch sizes "
-                    "%s", list(self.graphs))
+                    "%s; one replay takes %s us", list(self.graphs),
+                    {rows: round(t * 1e6, 1) for rows, t in self.replay_seconds.items()})
+
+    def _timed_or_none(self) -> dict[int, float]:
+        """`time_replays`, or {} (the policy's fit alone) where timing fails: a
+        measurement must not stop the engine from starting."""
+        try:
+            return self.time_replays()
+        except Exception as e:  # noqa: BLE001
+            logger.warning("vllm-bass: draft step graphs not timed (%s: %s)",
+                           type(e).__name__, e)
+            return {}
+
+    def time_replays(self, warmup: int = 3, timed: int = 10) -> dict[int, float]:
+        """Seconds of one replay of each captured graph, the median of `timed` back-to-back
+        replays timed on the GPU (contexts of a few tokens: the KV each step reads is tiny
+        at the batch sizes drafting pays, and the cost is the draft's weights and its
+        kernels' latency). Each replay writes one slot of the block table's block 0, as the
+        capture did. Run once, right after the capture."""
+        d = self.drafter
+        seconds = {}
+        for rows, graph in self.graphs.items():
+            self.num_reqs.fill_(rows)
+            self.seq_lens[:rows].fill_(1)
+            d.positions[:rows].zero_()
+            for _ in range(warmup):
+                graph.replay()
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(timed + 1)]
+            events[0].record()
+            for event in events[1:]:
+                graph.replay()
+                event.record()
+            events[-1].synchronize()
+            laps = sorted(a.elapsed_time(b) for a, b in zip(events, events[1:]))
+            seconds[rows] = laps[len(laps) // 2] * 1e-3
+        return seconds
 
 
 def draft_attention_metadata(d, cad, draft_index: int, any_batch_graph: bool = False) -> dict:
