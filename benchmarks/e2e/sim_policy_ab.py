@@ -133,6 +133,11 @@ def _configure_part(variant: str, sched) -> None:
     elif variant.startswith("floor"):  # the fit's draft-step floor in plain steps (session
         # 44: the scheduler's `draft_step_cost_floor`; 4x1024 on the 7B shape: 0.0063)
         sched.bass_costs.draft_step_floor = float(variant[len("floor"):])
+    elif variant == "measured":  # session 46: the fit's draft step held at or above the
+        # law's own draft step (what VLLM_BASS_MEASURED_DRAFT_STEP=1 measures at start-up)
+        sched.bass_costs.set_measured_draft_steps({
+            rows: scb.DRAFT_COST_SCALE[0] * (0.17 + 0.0036 * rows) / 1000
+            for rows in (1, 2, 4, 8, 16, 32, 64, 128, 256)})
     elif variant == "closedoff":  # a closed batch's cap decides drafting at all (session 43)
         sched.bass_policy.closed_decides_off = True
     elif (variant != "default" and not variant.startswith("confident")
