@@ -390,14 +390,16 @@ case "${1:-}" in
   measured_step)  # session 46: the policy's draft step priced at least at its graph's time
     # measured at start-up (bass_measured_step, VLLM_BASS_MEASURED_DRAFT_STEP=1) against the
     # default and fixed K=6 (1.97 ms beside the default's 2.76 at batch 8, alpha 0.8), plain;
-    # the same setting on both GPUs, the BASS systems in opposite orders and the first one
-    # again last (@2): the default's batch-8 rows spread 1.83-2.76 ms over three engines,
-    # so one engine each decides nothing (session 22 suspected the first engine of a call)
+    # the same setting on both GPUs, the two in opposite orders after a first engine of the
+    # default (@first): in session 46's call 3 the first engine of each slice ran batch 8
+    # (its first setting) 1.1-1.35x slower than later engines at about the same draft
+    # lengths, and batch 1 (its second) no slower: the default's batch-8 rows (run first in
+    # every benchmark since session 44) may understate it
     VS_TIMEOUT=${VS_TIMEOUT:-540} pair_preset measured_step \
       "--drafts 4x1024 --keep-order --acceptance 0.8 --batches 8,1 --prompt-len 128
-      --max-tokens 128 --repeats 4 --min-timed-seconds 0 --timeout 170" \
-      "--systems bass_default,bass_measured_step,bass_fixed6,plain,bass_default@2" \
-      "--systems bass_measured_step,bass_default,bass_fixed6,plain,bass_measured_step@2"
+      --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 170" \
+      "--systems bass_default@first,bass_default,bass_measured_step,bass_fixed6,plain" \
+      "--systems bass_default@first,bass_measured_step,bass_default,bass_fixed6,plain"
     grep -h "measured time\|one replay takes" "$W"/pair*_logs/*.log 2>/dev/null | cut -c1-300 \
       | sort -u | head -6 ;;
   k1_premium)  # session 40: at batch 4 (5x1280 draft, 256-token prompts, H200) one-draft

@@ -59,8 +59,11 @@ def _child(mode: str, batch: int, steps: int, out: str) -> None:
                                         "num_speculative_tokens": int(mode[6:])}
     elif mode == "bass_off":
         kwargs["speculative_config"] = bass_spec(num_speculative_tokens=8)
+    elif mode == "bass_default":  # the user's defaults (per_request, bound 16, auto-off)
+        kwargs["speculative_config"] = bass_spec()
     elif mode != "plain":
-        raise SystemExit(f"unknown mode {mode!r}: plain, bass_off, bass_fixedK or vllm_kK")
+        raise SystemExit(f"unknown mode {mode!r}: plain, bass_off, bass_default, bass_fixedK "
+                         "or vllm_kK")
     llm = LLM(**kwargs)
     prompts = [f"def f{i}(x):\n    return" for i in range(batch)]
     params = SamplingParams(temperature=0, max_tokens=steps, ignore_eos=True)

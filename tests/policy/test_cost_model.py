@@ -231,31 +231,36 @@ def test_a_fit_that_finds_drafting_free_is_held_at_the_models_floor():
     assert honest.model_for(8).per_draft_step == pytest.approx(0.04, rel=0.1)
 
 
+def _trace_steps(session: str, name: str):
+    """(batch, draft steps, verified tokens, seconds, other tokens) of a committed step
+    trace (`VLLM_BASS_STEP_TRACE` rows: end_s,batch,draft_steps,verify_tokens,ms,other)."""
+    import csv
+    import gzip
+    from pathlib import Path
+
+    trace = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / session / name
+    with gzip.open(trace, "rt") as f:
+        for row in csv.reader(f):
+            yield (int(row[1]), int(row[2]), int(row[3]), float(row[4]) / 1000, int(row[5]))
+
+
 def test_session44_trace_the_floor_holds_where_the_free_fit_collapsed():
     """Replay of session 44's call-2 step trace (H200; BASS default, 4x1024 draft, the mix,
     closed batches of 32 / 64 / 128): without a floor the batch-5-8 fit spends most of its
     later steps at a zero draft step; with the models' floor (0.0063 of a plain step for
     this pair) it never goes below it, and the batch-32 fit, which saw drafting priced, is
     the same either way."""
-    import csv
-    import gzip
-    from pathlib import Path
-
-    trace = (Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "session44"
-             / "step_trace_call2_bass_default_4x1024_mix.csv.gz")
     free, floored = StepCostEstimator(), StepCostEstimator(draft_step_floor=0.0063)
     small_free, small_floored, same_at_32 = [], [], []
-    with gzip.open(trace, "rt") as f:
-        for row in csv.reader(f):
-            batch, steps, tokens, ms, other = (int(row[1]), int(row[2]), int(row[3]),
-                                               float(row[4]), int(row[5]))
-            for est in (free, floored):
-                est.observe(batch, steps, tokens, ms / 1000, other)
-            if 5 <= batch <= 8:
-                small_free.append(free.model_for(batch).per_draft_step)
-                small_floored.append(floored.model_for(batch).per_draft_step)
-            elif batch == 32:
-                same_at_32.append(free.model_for(32) == floored.model_for(32))
+    for step in _trace_steps("session44", "step_trace_call2_bass_default_4x1024_mix.csv.gz"):
+        for est in (free, floored):
+            est.observe(*step)
+        batch = step[0]
+        if 5 <= batch <= 8:
+            small_free.append(free.model_for(batch).per_draft_step)
+            small_floored.append(floored.model_for(batch).per_draft_step)
+        elif batch == 32:
+            same_at_32.append(free.model_for(32) == floored.model_for(32))
     later = small_free[len(small_free) // 3:]
     assert sum(c < 1e-3 for c in later) > 0.5 * len(later)
     assert min(small_floored) >= 0.0063
@@ -529,20 +534,11 @@ def test_session45_trace_a_measured_draft_step_shortens_the_batch8_plan():
     (its first pass ~0.5), so the best uniform length at alpha 0.8 was the bound (16),
     where fixed K=6-8 ran 10-30% faster (session 46). The shapes' own medians put a draft
     step near 0.1 ms; held at that, the best length is shorter."""
-    import csv
-    import gzip
-    from pathlib import Path
-
-    trace = (Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "session45"
-             / "step_trace_call3_bass_default_4x1024_alpha08.csv.gz")
     free, measured = StepCostEstimator(), StepCostEstimator()
     measured.set_measured_draft_steps({8: 0.1e-3})
-    with gzip.open(trace, "rt") as f:
-        for row in csv.reader(f):
-            batch, steps, tokens, ms, other = (int(row[1]), int(row[2]), int(row[3]),
-                                               float(row[4]), int(row[5]))
-            for est in (free, measured):
-                est.observe(batch, steps, tokens, ms / 1000, other)
+    for step in _trace_steps("session45", "step_trace_call3_bass_default_4x1024_alpha08.csv.gz"):
+        for est in (free, measured):
+            est.observe(*step)
 
     def best_length(est, alpha=0.8, batch=8, bound=16):
         model = est.model_for(batch)
