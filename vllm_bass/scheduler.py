@@ -279,10 +279,11 @@ class BassScheduler(Scheduler):
                                             one_draft_term=cost_fit == "one_draft",
                                             draft_step_floor=draft_step_cost_floor(
                                                 self.vllm_config))
-        # a draft step's GPU time by batch size, timed at start-up: the fit's floor with
-        # VLLM_BASS_MEASURED_DRAFT_STEP=1 (session 46; opt-in until a GPU A/B decides)
+        # a draft step's GPU time by batch size, timed at start-up: the fit's floor (only
+        # with VLLM_BASS_MEASURED_DRAFT_STEP=1 does the engine measure and hand it over;
+        # session 46, opt-in until a GPU A/B decides)
         measured = take_measured_draft_steps(self.vllm_config)
-        if measured and envs.flag("VLLM_BASS_MEASURED_DRAFT_STEP"):
+        if measured:
             self.bass_costs.set_measured_draft_steps(measured)
             logger.info("vllm-bass: draft step priced at least its measured time, us by "
                         "batch size: %s", {rows: round(t * 1e6, 1)

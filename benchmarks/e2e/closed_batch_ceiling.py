@@ -4,8 +4,9 @@
 Monte Carlo of `vs_vllm.py`'s closed batch: B requests of N new tokens each, synthetic
 acceptance alpha^(j+1) (position j of a draft accepted with probability alpha given the
 ones before it), every live request drafting L and gaining 1 + its accepted drafts (its
-last step only what it still needs), the batch shrinking as requests finish. A step of b live requests at length L costs the law's time, linear in L and
-interpolated linearly in b between the batch-1 and batch-B laws (ms = a + s * L); the run
+last step only what it still needs), the batch shrinking as requests finish. A step of b
+live requests at length L costs the law's time, linear in L and interpolated linearly in
+b between the batch-1 and batch-B laws (ms = a + s * L); the run
 adds a fixed `--overhead-ms` (prefill and engine overhead, as plain decoding pays).
 
     python benchmarks/e2e/closed_batch_ceiling.py --alpha 0.8 --batch 8 \

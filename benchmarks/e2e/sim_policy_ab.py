@@ -136,7 +136,7 @@ def _configure_part(variant: str, sched) -> None:
     elif variant == "measured":  # session 46: the fit's draft step held at or above the
         # law's own draft step (what VLLM_BASS_MEASURED_DRAFT_STEP=1 measures at start-up)
         sched.bass_costs.set_measured_draft_steps({
-            rows: scb.DRAFT_COST_SCALE[0] * (0.17 + 0.0036 * rows) / 1000
+            rows: (scb.h100_step_ms(rows, 3, 0) - scb.h100_step_ms(rows, 2, 0)) / 1000
             for rows in (1, 2, 4, 8, 16, 32, 64, 128, 256)})
     elif variant == "closedoff":  # a closed batch's cap decides drafting at all (session 43)
         sched.bass_policy.closed_decides_off = True

@@ -35,6 +35,7 @@ import bench_paged_attention as bpa  # noqa: E402
 
 from vllm_bass.kernels.paged_attention import choose_plan, num_sms  # noqa: E402
 
+
 def pad_context_reach(batch: int, heads: int, kv_heads: int, head_size: int,
                       query_len: int, max_seq_len: int, sms: int, step: int = 16) -> int:
     """The longest context (a multiple of `step`) up to which choose_plan picks PAD, where

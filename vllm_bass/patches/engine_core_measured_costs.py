@@ -1,6 +1,7 @@
 """Patch: `EngineCore._initialize_kv_caches` (vllm/v1/engine/core.py).
 
-What: after vLLM's own work (memory profile, KV caches, graph capture), a BASS engine asks
+What: after vLLM's own work (memory profile, KV caches, graph capture), a BASS engine with
+VLLM_BASS_MEASURED_DRAFT_STEP=1 asks
 its workers (`collective_rpc("bass_measured_draft_steps")`) for a draft step's measured
 time by batch size and hands it to the scheduler, which EngineCore builds next
 (`vllm_bass.scheduler.stash_measured_draft_steps`).
@@ -42,7 +43,10 @@ def apply() -> None:
             kv_cache_config = original(self, vllm_config)
             from vllm_bass.config import bass_config_from_vllm
 
-            if bass_config_from_vllm(vllm_config) is not None:
+            from vllm_bass import envs
+
+            if (bass_config_from_vllm(vllm_config) is not None
+                    and envs.flag("VLLM_BASS_MEASURED_DRAFT_STEP")):
                 from vllm_bass.scheduler import stash_measured_draft_steps
 
                 try:

@@ -176,10 +176,7 @@ class DraftStepGraphs:
         try:
             with graph_capture(device=d.device), _no_gc():
                 for rows in sizes:
-                    self.num_reqs.fill_(rows)
-                    self.seq_lens[:rows].fill_(1)
-                    d.positions[:rows].zero_()
-                    d.input_ids[:rows].zero_()
+                    self._dummy_batch(rows)
                     self._forward(rows, d.max_model_len)  # warm-up (compiles, allocates)
                     torch.cuda.synchronize()
                     graph = torch.cuda.CUDAGraph()
@@ -201,6 +198,15 @@ class DraftStepGraphs:
                     "%s; one replay takes %s us", list(self.graphs),
                     {rows: round(t * 1e6, 1) for rows, t in self.replay_seconds.items()})
 
+    def _dummy_batch(self, rows: int) -> None:
+        """`rows` requests of one cached token at position 0, token 0, their KV slots in
+        the block table's block 0 (vLLM's null block): what capture and timing replay."""
+        d = self.drafter
+        self.num_reqs.fill_(rows)
+        self.seq_lens[:rows].fill_(1)
+        d.positions[:rows].zero_()
+        d.input_ids[:rows].zero_()
+
     def _timed_or_none(self) -> dict[int, float]:
         """`time_replays`, or {} (the policy's fit alone) where timing fails: a
         measurement must not stop the engine from starting."""
@@ -217,12 +223,9 @@ class DraftStepGraphs:
         at the batch sizes drafting pays, and the cost is the draft's weights and its
         kernels' latency). Each replay writes one slot of the block table's block 0, as the
         capture did. Run once, right after the capture."""
-        d = self.drafter
         seconds = {}
         for rows, graph in self.graphs.items():
-            self.num_reqs.fill_(rows)
-            self.seq_lens[:rows].fill_(1)
-            d.positions[:rows].zero_()
+            self._dummy_batch(rows)
             for _ in range(warmup):
                 graph.replay()
             events = [torch.cuda.Event(enable_timing=True) for _ in range(timed + 1)]
