@@ -402,6 +402,17 @@ case "${1:-}" in
       "--systems bass_default@first,bass_measured_step,bass_default,bass_fixed6,plain"
     grep -h "measured time\|one replay takes" "$W"/pair*_logs/*.log 2>/dev/null | cut -c1-300 \
       | sort -u | head -6 ;;
+  length_law)  # session 47: is the default's batch-8 loss its length (12-14 drafts against
+    # fixed K=6's 6) or its machinery (plan, ragged lengths)? Fixed K=12 beside fixed 6 / 8,
+    # the default and bass_measured_step, alpha 0.8, 4x1024, batch 8 / 32, 4 repeats (GPU 0);
+    # GPU 1: criteria 1 / 3 at batch 64 / 256 on the H200 (large_batch's 4x1024 slice)
+    VS_TIMEOUT=${VS_TIMEOUT:-545} PAIR0_ARGS="--systems bass_fixed8,bass_fixed12,bass_default,\
+bass_measured_step,bass_fixed6 --keep-order --drafts 4x1024 --acceptance 0.8 --batches 8,32
+      --prompt-len 128 --max-tokens 128 --repeats 4 --min-timed-seconds 0 --timeout 170" \
+      PAIR1_ARGS="--systems bass_default,plain,vllm_k1,vllm_k2,vllm_k3 --keep-order
+      --drafts 4x1024 --acceptance 0.8,0.3 --batches 64,256 --prompt-len 128 --max-tokens 128
+      --repeats 2 --min-timed-seconds 0 --timeout 190" run_pair
+    pack length_law ;;
   k1_premium)  # session 40: at batch 4 (5x1280 draft, 256-token prompts, H200) one-draft
     # steps took 6.8 ms against 5.7 for three drafts in one engine, and fixed K=1's engine
     # 7.3 ms a step against fixed K=3's 6.3: is it real, ours (K=1 on FA3 too), and where

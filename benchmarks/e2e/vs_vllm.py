@@ -98,7 +98,7 @@ EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
                  # fixed draft lengths (no auto-off): the step-cost curve under BASS's runtime
                  **{f"bass_fixed{k}": {"draft_length_policy": "fixed",
                                        "num_speculative_tokens": k, "auto_off": False}
-                    for k in range(1, 9)},
+                    for k in range(1, 17)},
                  # ... and without the verification knee (only the largest graph bounds it)
                  **{f"bass_fixed{k}_noknee": {"draft_length_policy": "fixed",
                                               "num_speculative_tokens": k, "auto_off": False,
