@@ -413,6 +413,20 @@ bass_measured_step,bass_fixed6 --keep-order --drafts 4x1024 --acceptance 0.8 --b
       --drafts 4x1024 --acceptance 0.8,0.3 --batches 64,256 --prompt-len 128 --max-tokens 128
       --repeats 2 --min-timed-seconds 0 --timeout 190" run_pair
     pack length_law ;;
+  windows)  # session 47: a traced batch-8 run of the default spent ~55 ms of its 304-319
+    # outside its traced steps (session 45, alpha 0.8, 4x1024; plain ~12): where, and does
+    # fixed K=6 / 12 or BASS off (V1 off-steps) pay it too? Each timed run's window split
+    # into head / steps / tail (run_windows.py), GPU 0. GPU 1: criteria 1 / 3 at batch 64 /
+    # 256 with the 8x1024 draft (large_batch's second slice; vLLM K=3 last, cut first)
+    VS_TIMEOUT=${VS_TIMEOUT:-520} PAIR0_ARGS="--systems bass_fixed6,bass_default,bass_fixed12,\
+bass_off --keep-order --drafts 4x1024 --acceptance 0.8 --batches 8,1 --prompt-len 128
+      --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 170 --trace-dir $W/traces0" \
+      PAIR1_ARGS="--systems bass_default,plain,vllm_k2,vllm_k1,vllm_k3 --keep-order
+      --drafts 8x1024 --acceptance 0.9,0.6 --batches 64,256 --prompt-len 128 --max-tokens 128
+      --repeats 2 --min-timed-seconds 0 --timeout 190" run_pair
+    python3 benchmarks/e2e/run_windows.py "$W/pair0.json" --traces "$W/traces0" \
+      --out "$W/windows0.json" 2>&1 | tail -40
+    pack windows ;;
   k1_premium)  # session 40: at batch 4 (5x1280 draft, 256-token prompts, H200) one-draft
     # steps took 6.8 ms against 5.7 for three drafts in one engine, and fixed K=1's engine
     # 7.3 ms a step against fixed K=3's 6.3: is it real, ours (K=1 on FA3 too), and where

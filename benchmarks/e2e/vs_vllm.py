@@ -271,7 +271,16 @@ def closed_batch_seconds(llm, batch_prompts: list, batch_params: list) -> float:
     gc.collect()
     start = time.perf_counter()
     llm.generate(batch_prompts, batch_params, use_tqdm=False)
-    return time.perf_counter() - start
+    end = time.perf_counter()
+    RUN_WINDOWS.append((start, end))
+    return end - start
+
+
+# (start, end) of every closed batch on time.perf_counter, the clock of BASS's step trace
+# (CLOCK_MONOTONIC: one clock for every process of the machine): what a run spent outside
+# the traced steps (request set-up, the untimed first step after idle, the output after the
+# last step) is the window less the steps (`run_windows.py`)
+RUN_WINDOWS: list[tuple[float, float]] = []
 
 
 def timed_repeats(repeats: int, warm_seconds: float, min_seconds: float) -> int:
@@ -402,8 +411,10 @@ def _child(spec_path: str, out_path: str) -> None:
                 marks.append(counters())  # read between the timed runs
                 return seconds
 
+            RUN_WINDOWS.clear()
             reps, rep_compiles = repeat_until_clean(  # the fastest: one-off stalls left out
                 timed_repeat, lambda: sum(compiled_kernels().values()), n_repeats)
+            windows = [[round(a, 6), round(b, 6)] for a, b in RUN_WINDOWS]
             seconds = min(reps)  # a closed batch's makespan (or its continuous equivalent)
             rep_counts = [{k: last[k] - first[k] for k in last}
                           for first, last in zip(marks, marks[1:])]
@@ -431,6 +442,7 @@ def _child(spec_path: str, out_path: str) -> None:
                 # repeats 3.87-5.45 ms/token at batch 4, 5.12-6.49 at 16; vLLM's within 9%)
                 **repeat_speculation(rep_counts),
                 "workload": spec.get("workload", "closed"),
+                "run_windows": windows,  # the timed closed batches' (start, end)
             })
             print(f"  {spec['system']} {spec['draft']} alpha={acceptance} batch={batch}: "
                   f"{rows[-1]['ms_per_token']:.2f} ms/token", flush=True)

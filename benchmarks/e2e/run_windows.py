@@ -1,0 +1,93 @@
+"""Where a closed batch's wall time goes outside BASS's traced steps.
+
+`vs_vllm.py` records each timed closed batch's (start, end) on time.perf_counter
+(`run_windows`), and BASS's step trace (`--trace-dir`, `VLLM_BASS_STEP_TRACE`) each step's
+end on the same clock (CLOCK_MONOTONIC, one clock for every process of the machine). A
+window then splits into
+  head: request set-up and the first step after idle (the scheduler does not time it: its
+        period would hold the idle time; the prompts' prefill runs there),
+  steps: the traced steps (their periods add up to the span),
+  tail: from the last step's end to generate() returning (the output's last hop).
+Session 45's traced batch-8 runs (alpha 0.8, 4x1024) spanned 248-257 ms of steps in
+304-319 ms windows; plain decoding's windows hold ~12 ms more than its steps.
+
+    python benchmarks/e2e/run_windows.py pair0.json --traces traces0 --out windows.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+
+def read_trace(path: Path) -> list[tuple[float, int, int, int, float, int]]:
+    """(end s, batch, draft steps, verify tokens, period ms, other tokens) per step."""
+    steps = []
+    for line in path.read_text().splitlines():
+        parts = line.strip().split(",")
+        if len(parts) < 6:
+            continue
+        end, batch, draft_steps, verify, period, other = parts[:6]
+        steps.append((float(end), int(batch), int(draft_steps), int(verify), float(period),
+                      int(other)))
+    return steps
+
+
+def split_window(start: float, end: float, steps: list) -> dict:
+    """One window's head / steps / tail in ms (no traced step inside: all head)."""
+    inside = [s for s in steps if start < s[0] <= end]
+    if not inside:
+        return {"window_ms": (end - start) * 1e3, "steps": 0, "head_ms": (end - start) * 1e3,
+                "span_ms": 0.0, "tail_ms": 0.0}
+    first_start = inside[0][0] - inside[0][4] / 1e3
+    periods = [s[4] for s in inside]
+    return {
+        "window_ms": round((end - start) * 1e3, 3),
+        "steps": len(inside),
+        "head_ms": round((first_start - start) * 1e3, 3),
+        "span_ms": round((inside[-1][0] - first_start) * 1e3, 3),
+        "tail_ms": round((end - inside[-1][0]) * 1e3, 3),
+        "median_step_ms": round(statistics.median(periods), 3),
+        "mean_step_ms": round(statistics.fmean(periods), 3),
+        "slowest_steps_ms": sorted(round(p, 2) for p in periods)[-3:],
+        "mean_draft_steps": round(statistics.fmean(s[2] for s in inside), 2),
+        "prefill_steps": sum(1 for s in inside if s[5] > 0),
+    }
+
+
+def summarise(result_paths: list[Path], trace_dir: Path) -> list[dict]:
+    out = []
+    for path in result_paths:
+        for row in json.loads(path.read_text()).get("rows", []):
+            windows = row.get("run_windows") or []
+            trace = trace_dir / f"{row.get('system')}_{row.get('draft')}.csv"
+            if not windows or not trace.exists():
+                continue
+            steps = read_trace(trace)
+            parts = [split_window(a, b, steps) for a, b in windows]
+            out.append({"system": row["system"], "draft": row.get("draft"),
+                        "acceptance": row.get("acceptance"), "batch": row["batch"],
+                        "ms_per_token": row.get("ms_per_token"), "windows": parts})
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("results", nargs="+", type=Path, help="vs_vllm.py JSON files")
+    p.add_argument("--traces", type=Path, required=True, help="the --trace-dir of the run")
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args()
+    rows = summarise(args.results, args.traces)
+    for r in rows:
+        for w in r["windows"]:
+            print(f"{r['system']:>22} a={r['acceptance']} b={r['batch']:>3}: window "
+                  f"{w['window_ms']:7.1f} = head {w['head_ms']:6.1f} + steps {w['span_ms']:7.1f}"
+                  f" ({w['steps']} steps) + tail {w['tail_ms']:5.1f} ms")
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
