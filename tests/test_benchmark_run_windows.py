@@ -34,3 +34,23 @@ def test_window_splits_into_head_steps_and_tail(tmp_path):
 def test_window_without_steps_is_all_head():
     w = run_windows.split_window(1.0, 1.5, [(0.5, 8, 1, 8, 5.0, 0)])
     assert w["steps"] == 0 and w["head_ms"] == pytest.approx(500.0)
+
+
+def test_runner_phases_split_the_head_from_the_later_steps(tmp_path):
+    # runner rows: two prefill steps (start 10.002, 10.010) before the first traced step
+    # began (10.014), then two verification steps
+    row = "{start},{n},6,{fc},0.5,{dc},{fg},0.05,{dg},{mode},0,0,0\n"
+    runner = [
+        row.format(start=10.002, n=3, fc=9.0, dc=2.0, fg=9.1, dg=2.1, mode=1),
+        row.format(start=10.010, n=8, fc=20.0, dc=4.0, fg=20.2, dg=4.1, mode=0),
+        row.format(start=10.014, n=8, fc=3.0, dc=1.0, fg=4.7, dg=1.2, mode=2),
+        row.format(start=10.020, n=8, fc=3.2, dc=1.0, fg=4.9, dg=1.2, mode=2),
+    ]
+    path = tmp_path / "t.csv.runner"
+    path.write_text("".join(runner))
+    phases = run_windows.runner_phases(10.0, 10.04, 10.014, run_windows.read_runner(path))
+    assert [h["num_reqs"] for h in phases["head_steps"]] == [3, 8]
+    assert phases["head_steps"][1]["forward_gpu"] == pytest.approx(20.2)
+    assert phases["head_steps"][1]["graph_mode"] == 0
+    assert phases["median_ms"]["forward_gpu"] == pytest.approx(4.8)
+    assert phases["median_ms"]["draft_gpu"] == pytest.approx(1.2)

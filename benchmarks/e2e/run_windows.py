@@ -9,7 +9,9 @@ window then splits into
   steps: the traced steps (their periods add up to the span),
   tail: from the last step's end to generate() returning (the output's last hop).
 Session 45's traced batch-8 runs (alpha 0.8, 4x1024) spanned 248-257 ms of steps in
-304-319 ms windows; plain decoding's windows hold ~12 ms more than its steps.
+304-319 ms windows; plain decoding's windows hold ~12 ms more than its steps. With the
+runner's phase trace beside it (`FILE.runner`, `diagnostics.phase_trace`) each window also
+gets its head's steps (the prompts' prefill) and the later steps' median phase times.
 
     python benchmarks/e2e/run_windows.py pair0.json --traces traces0 --out windows.json
 """
@@ -57,6 +59,39 @@ def split_window(start: float, end: float, steps: list) -> dict:
     }
 
 
+RUNNER_FIELDS = ("start", "num_reqs", "verified", "forward_cpu", "sample_cpu", "draft_cpu",
+                 "forward_gpu", "sample_gpu", "draft_gpu", "graph_mode")
+
+
+def read_runner(path: Path) -> list[dict]:
+    """The phase trace's rows (start s, then ms per phase; `diagnostics.phase_trace`)."""
+    rows = []
+    for line in path.read_text().splitlines():
+        parts = line.strip().split(",")
+        if len(parts) < len(RUNNER_FIELDS):
+            continue
+        row = {k: float(v) for k, v in zip(RUNNER_FIELDS, parts)}
+        row["num_reqs"], row["graph_mode"] = int(row["num_reqs"]), int(row["graph_mode"])
+        rows.append(row)
+    return rows
+
+
+def runner_phases(start: float, end: float, head_end: float, runner: list[dict]) -> dict:
+    """The window's head steps (started before the first traced step began: the prefill)
+    with their phase times, and the median phase times of the steps after them."""
+    inside = [r for r in runner if start < r["start"] <= end]
+    head = [r for r in inside if r["start"] < head_end]
+    rest = [r for r in inside if r["start"] >= head_end and r["num_reqs"] > 0]
+    keep = ("num_reqs", "forward_cpu", "forward_gpu", "draft_cpu", "draft_gpu", "graph_mode")
+
+    def median(key):
+        return round(statistics.median(r[key] for r in rest), 3) if rest else None
+
+    return {"head_steps": [{k: r[k] for k in keep} for r in head],
+            "median_ms": {k: median(k) for k in ("forward_cpu", "forward_gpu", "sample_gpu",
+                                                 "draft_cpu", "draft_gpu")}}
+
+
 def summarise(result_paths: list[Path], trace_dir: Path) -> list[dict]:
     out = []
     for path in result_paths:
@@ -67,6 +102,11 @@ def summarise(result_paths: list[Path], trace_dir: Path) -> list[dict]:
                 continue
             steps = read_trace(trace)
             parts = [split_window(a, b, steps) for a, b in windows]
+            runner_path = Path(f"{trace}.runner")
+            if runner_path.exists():
+                runner = read_runner(runner_path)
+                for (a, b), part in zip(windows, parts):
+                    part.update(runner_phases(a, b, a + part["head_ms"] / 1e3, runner))
             out.append({"system": row["system"], "draft": row.get("draft"),
                         "acceptance": row.get("acceptance"), "batch": row["batch"],
                         "ms_per_token": row.get("ms_per_token"), "windows": parts})
@@ -85,6 +125,12 @@ def main() -> None:
             print(f"{r['system']:>22} a={r['acceptance']} b={r['batch']:>3}: window "
                   f"{w['window_ms']:7.1f} = head {w['head_ms']:6.1f} + steps {w['span_ms']:7.1f}"
                   f" ({w['steps']} steps) + tail {w['tail_ms']:5.1f} ms")
+            if "head_steps" in w:
+                head = "; ".join(f"{h['num_reqs']} reqs fwd {h['forward_gpu']:.1f} draft "
+                                 f"{h['draft_gpu']:.1f}" for h in w["head_steps"])
+                m = w["median_ms"]
+                print(f"{'':>24}head steps (GPU ms): {head}; later steps' median forward "
+                      f"{m['forward_gpu']} draft {m['draft_gpu']} ms")
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
 
