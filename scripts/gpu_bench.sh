@@ -129,6 +129,15 @@ run_pair() {  # PAIR0_ARGS / PAIR1_ARGS: two vs_vllm.py slices at once, one a GP
   # slice's cores): give vs_vllm.py --timeout 180 or more per system
   nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
   cleanup
+  # both GPUs' clocks, power and throttle reasons every 250 ms (session 47: the default's
+  # verification forward ran 4.7 ms a step in one window and 6.3-6.8 in two others at the
+  # same shapes, fixed K's steady beside it: is a GPU slowed while the other works?)
+  nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu,\
+utilization.gpu,clocks_throttle_reasons.active --format=csv,noheader -lms 250 \
+    > "$W/gpu_clocks.csv" 2>&1 &
+  local clocks_pid=$!
+  local -a pair_pids=()
+  lscpu -e=CPU,CORE,SOCKET > "$W/cpu_topology.txt" 2>&1  # are the two halves siblings?
   half=$(( $(nproc) / 2 ))
   command -v taskset > /dev/null || PIN=" "  # no taskset: unpinned (say so in the results)
   for i in 0 1; do
@@ -141,8 +150,10 @@ run_pair() {  # PAIR0_ARGS / PAIR1_ARGS: two vs_vllm.py slices at once, one a GP
       ${PIN:-taskset -c "$(( i * half ))-$(( i * half + half - 1 ))"} \
       timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/pair$i" \
       ${!args_var} > "$W/pair$i.log" 2>&1 &
+    pair_pids[$i]=$!
   done
-  wait
+  for i in 0 1; do [ -n "${pair_pids[$i]:-}" ] && wait "${pair_pids[$i]}"; done
+  kill "$clocks_pid" 2>/dev/null || true
   grep -hE "start-up|FAILED|Error" "$W"/pair*.log | cut -c1-200
   cp "$W"/pair*.json "$W"/pair*.md "$OUT/" 2>/dev/null
   for i in 0 1; do
@@ -427,6 +438,26 @@ bass_off --keep-order --drafts 4x1024 --acceptance 0.8 --batches 8,1 --prompt-le
     python3 benchmarks/e2e/run_windows.py "$W/pair0.json" --traces "$W/traces0" \
       --out "$W/windows0.json" 2>&1 | tail -40
     pack windows ;;
+  prefill_head)  # session 47's call 3: a batch-8 run's two prefill steps (the requests
+    # reach the engine over ~3 ms: the first step prefills 2-5 of the 8) took 40-100 ms of
+    # its 250-400 in BASS engines (bass_off too: 41-52), their forward's host time equal
+    # to its GPU time (a wait?) and their draft phase 2-18 ms. GPU 0: the torch profiler
+    # over one batch-8 run of fixed K=6, BASS off and plain (profile_summary's prefill
+    # shapes: kernel time, blocking calls, idle by host range). GPU 1, unprofiled: the same
+    # systems and the default, traced, windows split (run_windows.py), 5 repeats
+    VS_TIMEOUT=${VS_TIMEOUT:-440} PAIR0_ENV="VLLM_CUSTOM_SCOPES_FOR_PROFILING=1" \
+      PAIR0_ARGS="--systems bass_fixed6,bass_off,plain --keep-order --drafts 4x1024
+      --acceptance 0.8 --batches 8 --repeats 1 --min-timed-seconds 0 --timeout 200
+      --profile-dir $W/prof --profile-batches 8 --profile-acceptance 0.8,-" \
+      PAIR1_ARGS="--systems bass_fixed6,bass_default,bass_off,plain --keep-order
+      --drafts 4x1024 --acceptance 0.8 --batches 8,1 --prompt-len 128 --max-tokens 128
+      --repeats 5 --min-timed-seconds 0 --timeout 170 --trace-dir $W/traces1" run_pair
+    python3 benchmarks/e2e/run_windows.py "$W/pair1.json" --traces "$W/traces1" \
+      --out "$W/windows1.json" 2>&1 | tail -40
+    timeout "${SUMMARY_TIMEOUT:-100}" python3 benchmarks/e2e/profile_summary.py "$W/prof" \
+      --out "$OUT/profile_summary.json" 2>&1 | tail -20
+    find "$W/prof" -name "*.pt.trace.json*" -delete
+    pack prefill_head ;;
   k1_premium)  # session 40: at batch 4 (5x1280 draft, 256-token prompts, H200) one-draft
     # steps took 6.8 ms against 5.7 for three drafts in one engine, and fixed K=1's engine
     # 7.3 ms a step against fixed K=3's 6.3: is it real, ours (K=1 on FA3 too), and where
