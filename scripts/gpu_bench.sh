@@ -417,9 +417,9 @@ case "${1:-}" in
     # fixed K=6's 6) or its machinery (plan, ragged lengths)? Fixed K=12 beside fixed 6 / 8,
     # the default and bass_measured_step, alpha 0.8, 4x1024, batch 8 / 32, 4 repeats (GPU 0);
     # GPU 1: criteria 1 / 3 at batch 64 / 256 on the H200 (large_batch's 4x1024 slice)
-    VS_TIMEOUT=${VS_TIMEOUT:-545} PAIR0_ARGS="--systems bass_fixed8,bass_fixed12,bass_default,\
-bass_measured_step,bass_fixed6 --keep-order --drafts 4x1024 --acceptance 0.8 --batches 8,32
-      --prompt-len 128 --max-tokens 128 --repeats 4 --min-timed-seconds 0 --timeout 170" \
+    VS_TIMEOUT=${VS_TIMEOUT:-545} PAIR0_ARGS="--keep-order --drafts 4x1024 --acceptance 0.8
+      --systems bass_fixed8,bass_fixed12,bass_default,bass_measured_step,bass_fixed6
+      --batches 8,32 --prompt-len 128 --max-tokens 128 --repeats 4 --min-timed-seconds 0 --timeout 170" \
       PAIR1_ARGS="--systems bass_default,plain,vllm_k1,vllm_k2,vllm_k3 --keep-order
       --drafts 4x1024 --acceptance 0.8,0.3 --batches 64,256 --prompt-len 128 --max-tokens 128
       --repeats 2 --min-timed-seconds 0 --timeout 190" run_pair
@@ -429,8 +429,8 @@ bass_measured_step,bass_fixed6 --keep-order --drafts 4x1024 --acceptance 0.8 --b
     # fixed K=6 / 12 or BASS off (V1 off-steps) pay it too? Each timed run's window split
     # into head / steps / tail (run_windows.py), GPU 0. GPU 1: criteria 1 / 3 at batch 64 /
     # 256 with the 8x1024 draft (large_batch's second slice; vLLM K=3 last, cut first)
-    VS_TIMEOUT=${VS_TIMEOUT:-520} PAIR0_ARGS="--systems bass_fixed6,bass_default,bass_fixed12,\
-bass_off --keep-order --drafts 4x1024 --acceptance 0.8 --batches 8,1 --prompt-len 128
+    VS_TIMEOUT=${VS_TIMEOUT:-520} PAIR0_ARGS="--keep-order --drafts 4x1024 --acceptance 0.8
+      --systems bass_fixed6,bass_default,bass_fixed12,bass_off --batches 8,1 --prompt-len 128
       --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 170 --trace-dir $W/traces0" \
       PAIR1_ARGS="--systems bass_default,plain,vllm_k2,vllm_k1,vllm_k3 --keep-order
       --drafts 8x1024 --acceptance 0.9,0.6 --batches 64,256 --prompt-len 128 --max-tokens 128
