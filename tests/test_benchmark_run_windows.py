@@ -54,3 +54,10 @@ def test_runner_phases_split_the_head_from_the_later_steps(tmp_path):
     assert phases["head_steps"][1]["graph_mode"] == 0
     assert phases["median_ms"]["forward_gpu"] == pytest.approx(4.8)
     assert phases["median_ms"]["draft_gpu"] == pytest.approx(1.2)
+
+
+def test_gc_pauses_are_split_between_the_head_and_the_steps():
+    pauses = [(9.9, 5.0, 2), (10.005, 3.0, 0), (10.02, 7.5, 2), (10.03, 1.0, 1), (10.2, 9.0, 2)]
+    g = run_windows.gc_in_window(10.0, 10.04, 10.014, pauses)
+    assert g["head"] == {"count": 1, "ms": 3.0, "longest_ms": 3.0}
+    assert g["rest"] == {"count": 2, "ms": 8.5, "longest_ms": 7.5}

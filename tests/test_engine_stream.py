@@ -37,3 +37,8 @@ def test_a_stream_is_planned_open_and_stays_lossless(tmp_path, monkeypatch):
     assert all(p["closed"] is False for p in batched[first_open:]), \
         [p["closed"] for p in batched[first_open:]]
     assert len(batched) - first_open >= 5, len(batched) - first_open
+    # ... and FILE.gc: the engine process's collections (diagnostics.gc_trace), each read
+    gc_lines = (tmp_path / "steps.csv.gc").read_text().splitlines()
+    for line in gc_lines:
+        start, ms, generation, _ = line.split(",")
+        assert float(ms) >= 0.0 and int(generation) in (0, 1, 2), line

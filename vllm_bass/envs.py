@@ -18,7 +18,7 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
         "0", "1: start on a vLLM other than 0.27.1 (unsupported; internals may differ)"),
     "VLLM_BASS_STEP_TRACE": (
         "", "FILE: per-step timings (scheduler: FILE; plans: FILE.plans; runner phases and "
-            "CUDA-graph mode: FILE.runner)"),
+            "CUDA-graph mode: FILE.runner; the engine process's GC pauses: FILE.gc)"),
     "VLLM_BASS_PROFILE_DRAFTS": (
         "0", "N (with STEP_TRACE): cProfile of N draft phases after warm-up, to "
              "FILE.draft_profile.txt"),

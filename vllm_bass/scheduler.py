@@ -306,6 +306,10 @@ class BassScheduler(Scheduler):
         # estimate and draft length, and whether the batch was planned as closed (first
         # PLAN_TRACE_STEPS steps)
         self._bass_plan_trace = open_trace(trace + ".plans") if trace else None
+        if trace:  # ... and FILE.gc: this process's garbage-collection pauses
+            from vllm_bass.diagnostics import gc_trace
+
+            gc_trace.install(trace + ".gc")
         self._bass_plans_left = PLAN_TRACE_STEPS
 
     def add_request(self, request) -> None:

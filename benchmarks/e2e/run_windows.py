@@ -11,7 +11,8 @@ window then splits into
 Session 45's traced batch-8 runs (alpha 0.8, 4x1024) spanned 248-257 ms of steps in
 304-319 ms windows; plain decoding's windows hold ~12 ms more than its steps. With the
 runner's phase trace beside it (`FILE.runner`, `diagnostics.phase_trace`) each window also
-gets its head's steps (the prompts' prefill) and the later steps' median phase times.
+gets its head's steps (the prompts' prefill) and the later steps' median phase times, and
+with `FILE.gc` (`diagnostics.gc_trace`) the engine's garbage-collection pauses in each part.
 
     python benchmarks/e2e/run_windows.py pair0.json --traces traces0 --out windows.json
 """
@@ -22,6 +23,8 @@ import argparse
 import json
 import statistics
 from pathlib import Path
+
+from vllm_bass.diagnostics import gc_trace
 
 
 def read_trace(path: Path) -> list[tuple[float, int, int, int, float, int]]:
@@ -92,6 +95,17 @@ def runner_phases(start: float, end: float, head_end: float, runner: list[dict])
                                                  "draft_cpu", "draft_gpu")}}
 
 
+def gc_in_window(start: float, end: float, head_end: float, pauses: list) -> dict:
+    """The engine process's collections (`diagnostics.gc_trace`) that began in the window's
+    head and in its steps: count, ms, the longest."""
+    def part(lo, hi):
+        inside = [p for p in pauses if lo <= p[0] < hi]
+        return {"count": len(inside), "ms": round(sum(p[1] for p in inside), 3),
+                "longest_ms": round(max((p[1] for p in inside), default=0.0), 3)}
+
+    return {"head": part(start, head_end), "rest": part(head_end, end)}
+
+
 def summarise(result_paths: list[Path], trace_dir: Path) -> list[dict]:
     out = []
     for path in result_paths:
@@ -102,6 +116,11 @@ def summarise(result_paths: list[Path], trace_dir: Path) -> list[dict]:
                 continue
             steps = read_trace(trace)
             parts = [split_window(a, b, steps) for a, b in windows]
+            gc_path = Path(f"{trace}.gc")
+            if gc_path.exists():
+                pauses = gc_trace.read(gc_path)
+                for (a, b), part in zip(windows, parts):
+                    part["gc"] = gc_in_window(a, b, a + part["head_ms"] / 1e3, pauses)
             runner_path = Path(f"{trace}.runner")
             if runner_path.exists():
                 runner = read_runner(runner_path)
@@ -131,6 +150,11 @@ def main() -> None:
                 m = w["median_ms"]
                 print(f"{'':>24}head steps (GPU ms): {head}; later steps' median forward "
                       f"{m['forward_gpu']} draft {m['draft_gpu']} ms")
+            if "gc" in w:
+                g = w["gc"]
+                print(f"{'':>24}GC: head {g['head']['count']} ({g['head']['ms']} ms), steps "
+                      f"{g['rest']['count']} ({g['rest']['ms']} ms, longest "
+                      f"{g['rest']['longest_ms']})")
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
 
