@@ -444,8 +444,11 @@ case "${1:-}" in
     # to its GPU time (a wait?) and their draft phase 2-18 ms. GPU 0: the torch profiler
     # over one batch-8 run of fixed K=6, BASS off and plain (profile_summary's prefill
     # shapes: kernel time, blocking calls, idle by host range). GPU 1, unprofiled: the same
-    # systems and the default, traced, windows split (run_windows.py), 5 repeats
-    VS_TIMEOUT=${VS_TIMEOUT:-440} PAIR0_ENV="VLLM_CUSTOM_SCOPES_FOR_PROFILING=1" \
+    # systems and the default, traced, windows split (run_windows.py), 5 repeats. The
+    # profiled slice also logs each step kind's sync sites from the first step (prefill
+    # steps apart; docs/plan_prefill_head.md)
+    VS_TIMEOUT=${VS_TIMEOUT:-440} PAIR0_ENV="VLLM_CUSTOM_SCOPES_FOR_PROFILING=1
+      VLLM_BASS_SYNC_DEBUG=$W/syncs_{pid}.txt VLLM_BASS_SYNC_DEBUG_AFTER=0" \
       PAIR0_ARGS="--systems bass_fixed6,bass_off,plain --keep-order --drafts 4x1024
       --acceptance 0.8 --batches 8 --repeats 1 --min-timed-seconds 0 --timeout 200
       --profile-dir $W/prof --profile-batches 8 --profile-acceptance 0.8,-" \

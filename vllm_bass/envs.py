@@ -26,7 +26,8 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
         "0", "N (with STEP_TRACE): cProfile of the first N draft phases over 40 ms, to "
              "FILE.slow_drafts.txt"),
     "VLLM_BASS_SYNC_DEBUG": (
-        "", "FILE: host-device synchronisations per step kind (where async steps wait)"),
+        "", "FILE: host-device synchronisations per step kind (where async steps wait; "
+            "'{pid}' in FILE: one file per engine process)"),
     "VLLM_BASS_SYNC_DEBUG_AFTER": (
         "50", "steps to skip before SYNC_DEBUG records (warm-up)"),
     "VLLM_BASS_UNSPECIALIZE_DRAFT_KERNELS": (

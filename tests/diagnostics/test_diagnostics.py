@@ -90,6 +90,16 @@ def test_step_kind():
     assert step_kind(out) == "plain+draft"
     out.scheduled_spec_decode_tokens = {"a": [1, 2]}
     assert step_kind(out) == "verify+draft"
+    out.scheduled_new_reqs = [object()]  # a request starts: its prompt's prefill
+    assert step_kind(out) == "prefill+verify+draft"
+
+
+def test_sync_debug_file_per_process(monkeypatch, tmp_path):
+    import os
+
+    monkeypatch.setenv("VLLM_BASS_SYNC_DEBUG", str(tmp_path / "syncs_{pid}.txt"))
+    dbg = SyncDebug.from_env()
+    assert dbg.path == str(tmp_path / f"syncs_{os.getpid()}.txt")
 
 
 def test_trace_folder_is_made(tmp_path):

@@ -13,6 +13,7 @@ Python stack per site. Off by default; CUDA only.
 from __future__ import annotations
 
 import collections
+import os
 import traceback
 import warnings
 
@@ -39,6 +40,9 @@ class SyncDebug:
         path = envs.get("VLLM_BASS_SYNC_DEBUG")
         if not path:
             return None
+        # "{pid}" in the path: one file per engine process (a benchmark slice runs several
+        # engines under one environment, and each writes its whole file)
+        path = path.replace("{pid}", str(os.getpid()))
         return cls(path, envs.integer("VLLM_BASS_SYNC_DEBUG_AFTER"))
 
     def begin_step(self, kind: str) -> None:
@@ -91,8 +95,11 @@ class SyncDebug:
 
 
 def step_kind(scheduler_output) -> str:
-    """'plain' or 'verify' (the step verifies drafts), '+draft' when it drafts."""
+    """'plain' or 'verify' (the step verifies drafts), '+draft' when it drafts, 'prefill+'
+    first when a request starts in it (session 47: a batch's first steps are its slowest)."""
     kind = "verify" if scheduler_output.scheduled_spec_decode_tokens else "plain"
     if getattr(scheduler_output, "num_spec_tokens_to_schedule", 0):
         kind += "+draft"
+    if getattr(scheduler_output, "scheduled_new_reqs", None):
+        kind = "prefill+" + kind
     return kind
