@@ -9,7 +9,7 @@ window then splits into
   steps: the traced steps (their periods add up to the span),
   tail: from the last step's end to generate() returning (the output's last hop).
 Session 45's traced batch-8 runs (alpha 0.8, 4x1024) spanned 248-257 ms of steps in
-304-319 ms windows; plain decoding's windows hold ~12 ms more than its steps. With the
+304-319 ms windows (plain decoding has no BASS step trace: its head is not split). With the
 runner's phase trace beside it (`FILE.runner`, `diagnostics.phase_trace`) each window also
 gets its head's steps (the prompts' prefill) and the later steps' median phase times, and
 with `FILE.gc` (`diagnostics.gc_trace`) the engine's garbage-collection pauses in each part.
