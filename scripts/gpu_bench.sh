@@ -419,7 +419,8 @@ case "${1:-}" in
     # GPU 1: criteria 1 / 3 at batch 64 / 256 on the H200 (large_batch's 4x1024 slice)
     VS_TIMEOUT=${VS_TIMEOUT:-545} PAIR0_ARGS="--keep-order --drafts 4x1024 --acceptance 0.8
       --systems bass_fixed8,bass_fixed12,bass_default,bass_measured_step,bass_fixed6
-      --batches 8,32 --prompt-len 128 --max-tokens 128 --repeats 4 --min-timed-seconds 0 --timeout 170" \
+      --batches 8,32 --prompt-len 128 --max-tokens 128 --repeats 4 --min-timed-seconds 0
+      --timeout 170" \
       PAIR1_ARGS="--systems bass_default,plain,vllm_k1,vllm_k2,vllm_k3 --keep-order
       --drafts 4x1024 --acceptance 0.8,0.3 --batches 64,256 --prompt-len 128 --max-tokens 128
       --repeats 2 --min-timed-seconds 0 --timeout 190" run_pair
