@@ -444,8 +444,10 @@ case "${1:-}" in
     # its 250-400 in BASS engines (bass_off too: 41-52), their forward's host time equal
     # to its GPU time (a wait?) and their draft phase 2-18 ms. GPU 0: the torch profiler
     # over one batch-8 run of fixed K=6, BASS off and plain (profile_summary's prefill
-    # shapes: kernel time, blocking calls, idle by host range). GPU 1, unprofiled: the same
-    # systems and the default, traced, windows split (run_windows.py), 5 repeats. The
+    # shapes: kernel time, blocking calls, idle by host range). GPU 1, unprofiled: fixed 6,
+    # the default, the default with graphs up to 1536 tokens (bass_capture1536: is the
+    # eager second prefill step the head's cost?) and plain, traced, windows split
+    # (run_windows.py), 5 repeats. The
     # profiled slice also logs each step kind's sync sites from the first step (prefill
     # steps apart; docs/plan_prefill_head.md)
     VS_TIMEOUT=${VS_TIMEOUT:-440} PAIR0_ENV="VLLM_CUSTOM_SCOPES_FOR_PROFILING=1
@@ -453,7 +455,7 @@ case "${1:-}" in
       PAIR0_ARGS="--systems bass_fixed6,bass_off,plain --keep-order --drafts 4x1024
       --acceptance 0.8 --batches 8 --repeats 1 --min-timed-seconds 0 --timeout 200
       --profile-dir $W/prof --profile-batches 8 --profile-acceptance 0.8,-" \
-      PAIR1_ARGS="--systems bass_fixed6,bass_default,bass_off,plain --keep-order
+      PAIR1_ARGS="--systems bass_fixed6,bass_default,bass_capture1536,plain --keep-order
       --drafts 4x1024 --acceptance 0.8 --batches 8,1 --prompt-len 128 --max-tokens 128
       --repeats 5 --min-timed-seconds 0 --timeout 170 --trace-dir $W/traces1" run_pair
     python3 benchmarks/e2e/run_windows.py "$W/pair1.json" --traces "$W/traces1" \

@@ -89,12 +89,29 @@ MIX_PATTERN = (0.9, 0.6, 0.9, 0.3)  # request i of a batch draws MIX_PATTERN[i %
 RATES_LEN = 32
 EXTENSION = "benchmarks.e2e.synthetic_control.SyntheticAcceptanceControl"
 SYSTEMS = ["plain"] + [f"vllm_k{k}" for k in range(1, 9)] + ["bass_default"]
+
+
+def _all_capture_sizes() -> list[int]:
+    """BASS's capture sizes with no max_num_seqs bound (`engine_config.bass_capture_sizes`;
+    it imports no vLLM)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from vllm_bass.engine_config import bass_capture_sizes
+
+    return bass_capture_sizes(None)
+
+
+ALL_CAPTURE_SIZES = _all_capture_sizes()
+
 # BASS variants for diagnosis (not part of the decision): vLLM's own draft loop, sync.
 EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
                  "bass_sync": "sync", "bass_bass_attn": {"attention": "bass"},
                  "bass_fa3": {"attention": "vllm"},  # vLLM's attention choice (FA3 on H100)
                  # vLLM's own CUDA-graph sizes (up to 512 tokens), not BASS's larger set
                  "bass_capture512": {"engine": {"max_cudagraph_capture_size": 512}},
+                 # every BASS capture size up to 1536 tokens whatever max_num_seqs (session
+                 # 47: at max_num_seqs 8 the graphs stop at 512 tokens, and a batch's second
+                 # prefill step, 640-800 tokens, ran eagerly)
+                 "bass_capture1536": {"engine": {"cudagraph_capture_sizes": ALL_CAPTURE_SIZES}},
                  # fixed draft lengths (no auto-off): the step-cost curve under BASS's runtime
                  **{f"bass_fixed{k}": {"draft_length_policy": "fixed",
                                        "num_speculative_tokens": k, "auto_off": False}
