@@ -21,13 +21,20 @@ def test_a_stream_is_planned_open_and_stays_lossless(tmp_path, monkeypatch):
     monkeypatch.setenv("VLLM_BASS_STEP_TRACE", str(trace))
     prompts = (PROMPTS * 3)[:12]
     wave = {"prompts": prompts[:4], "sampling": GREEDY}
-    stream = {"prompts": prompts, "sampling": GREEDY, "concurrency": 3}
+    # staggered lengths, so the requests in flight finish at different steps and each
+    # replacement joins running ones (with one length, three that finished in one step were
+    # replaced together into an idle engine, a closed batch again: the stream's plans were
+    # all closed once in a loaded CI run, session 47)
+    lengths = [GREEDY["max_tokens"] - 3 * (i % 4) for i in range(len(prompts))]
+    stream = {"prompts": prompts, "sampling": GREEDY, "concurrency": 3,
+              "per_prompt": [{"max_tokens": n} for n in lengths]}
     bass = run_engine(base_engine_kwargs(speculative_config=bass_spec()), [wave, stream])
     monkeypatch.delenv("VLLM_BASS_STEP_TRACE")
     plain = run_engine(base_engine_kwargs(), [{"prompts": prompts, "sampling": GREEDY}])
     want = plain["results"][0]["token_ids"]
     assert bass["results"][0]["token_ids"] == want[:4]
-    assert bass["results"][1]["token_ids"] == want
+    # greedy: a shorter request's tokens are the longer one's first tokens
+    assert bass["results"][1]["token_ids"] == [[w[0][:n]] for w, n in zip(want, lengths)]
     plans = [json.loads(line) for line in (tmp_path / "steps.csv.plans").read_text().splitlines()]
     batched = [p for p in plans if p["batch"] >= 2]
     # the wave: one generate() into an idle engine, nothing waiting: closed from its start
