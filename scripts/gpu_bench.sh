@@ -426,7 +426,7 @@ case "${1:-}" in
       --repeats 2 --min-timed-seconds 0 --timeout 190" run_pair
     pack length_law ;;
   windows)  # session 47: a traced batch-8 run of the default spent ~55 ms of its 304-319
-    # outside its traced steps (session 45, alpha 0.8, 4x1024; plain ~12): where, and does
+    # outside its traced steps (session 45, alpha 0.8, 4x1024): where, and does
     # fixed K=6 / 12 or BASS off (V1 off-steps) pay it too? Each timed run's window split
     # into head / steps / tail (run_windows.py), GPU 0. GPU 1: criteria 1 / 3 at batch 64 /
     # 256 with the 8x1024 draft (large_batch's second slice; vLLM K=3 last, cut first)
@@ -447,9 +447,8 @@ case "${1:-}" in
     # shapes: kernel time, blocking calls, idle by host range). GPU 1, unprofiled: fixed 6,
     # the default, the default with graphs up to 1536 tokens (bass_capture1536: is the
     # eager second prefill step the head's cost?) and plain, traced, windows split
-    # (run_windows.py), 5 repeats. The
-    # profiled slice also logs each step kind's sync sites from the first step (prefill
-    # steps apart; docs/plan_prefill_head.md)
+    # (run_windows.py), 5 repeats. The profiled slice also logs each step kind's sync
+    # sites from the first step (prefill steps apart; docs/plan_prefill_head.md)
     VS_TIMEOUT=${VS_TIMEOUT:-440} PAIR0_ENV="VLLM_CUSTOM_SCOPES_FOR_PROFILING=1
       VLLM_BASS_SYNC_DEBUG=$W/syncs_{pid}.txt VLLM_BASS_SYNC_DEBUG_AFTER=0" \
       PAIR0_ARGS="--systems bass_fixed6,bass_off,plain --keep-order --drafts 4x1024
