@@ -49,6 +49,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from vllm_bass.engine_config import bass_capture_sizes  # noqa: E402 (imports no vLLM)
+
 TARGET_SHAPE = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
                     num_key_value_heads=32, head_dim=128, intermediate_size=11008)
 DRAFT_SHAPES = {
@@ -91,16 +93,7 @@ EXTENSION = "benchmarks.e2e.synthetic_control.SyntheticAcceptanceControl"
 SYSTEMS = ["plain"] + [f"vllm_k{k}" for k in range(1, 9)] + ["bass_default"]
 
 
-def _all_capture_sizes() -> list[int]:
-    """BASS's capture sizes with no max_num_seqs bound (`engine_config.bass_capture_sizes`;
-    it imports no vLLM)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from vllm_bass.engine_config import bass_capture_sizes
-
-    return bass_capture_sizes(None)
-
-
-ALL_CAPTURE_SIZES = _all_capture_sizes()
+ALL_CAPTURE_SIZES = bass_capture_sizes(None)  # BASS's sizes with no max_num_seqs bound
 
 # BASS variants for diagnosis (not part of the decision): vLLM's own draft loop, sync.
 EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
