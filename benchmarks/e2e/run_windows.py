@@ -22,22 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 
-from vllm_bass.diagnostics import gc_trace
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-
-def read_trace(path: Path) -> list[tuple[float, int, int, int, float, int]]:
-    """(end s, batch, draft steps, verify tokens, period ms, other tokens) per step."""
-    steps = []
-    for line in path.read_text().splitlines():
-        parts = line.strip().split(",")
-        if len(parts) < 6:
-            continue
-        end, batch, draft_steps, verify, period, other = parts[:6]
-        steps.append((float(end), int(batch), int(draft_steps), int(verify), float(period),
-                      int(other)))
-    return steps
+from benchmarks.e2e.step_shapes import read_runner, read_steps  # noqa: E402
+from vllm_bass.diagnostics import gc_trace  # noqa: E402
 
 
 def split_window(start: float, end: float, steps: list) -> dict:
@@ -62,36 +53,21 @@ def split_window(start: float, end: float, steps: list) -> dict:
     }
 
 
-RUNNER_FIELDS = ("start", "num_reqs", "verified", "forward_cpu", "sample_cpu", "draft_cpu",
-                 "forward_gpu", "sample_gpu", "draft_gpu", "graph_mode")
-
-
-def read_runner(path: Path) -> list[dict]:
-    """The phase trace's rows (start s, then ms per phase; `diagnostics.phase_trace`)."""
-    rows = []
-    for line in path.read_text().splitlines():
-        parts = line.strip().split(",")
-        if len(parts) < len(RUNNER_FIELDS):
-            continue
-        row = {k: float(v) for k, v in zip(RUNNER_FIELDS, parts)}
-        row["num_reqs"], row["graph_mode"] = int(row["num_reqs"]), int(row["graph_mode"])
-        rows.append(row)
-    return rows
-
-
 def runner_phases(start: float, end: float, head_end: float, runner: list[dict]) -> dict:
     """The window's head steps (started before the first traced step began: the prefill)
     with their phase times, and the median phase times of the steps after them."""
     inside = [r for r in runner if start < r["start"] <= end]
     head = [r for r in inside if r["start"] < head_end]
-    rest = [r for r in inside if r["start"] >= head_end and r["num_reqs"] > 0]
-    keep = ("num_reqs", "forward_cpu", "forward_gpu", "draft_cpu", "draft_gpu", "graph_mode")
+    rest = [r for r in inside if r["start"] >= head_end and r["requests"] > 0]
+    kept_phases = ("forward_cpu", "forward_gpu", "draft_cpu", "draft_gpu")
 
-    def median(key):
-        return round(statistics.median(r[key] for r in rest), 3) if rest else None
+    def median(phase):
+        return (round(statistics.median(r[phase + "_ms"] for r in rest), 3) if rest
+                else None)
 
-    return {"head_steps": [{k: r[k] for k in keep} for r in head],
-            "median_ms": {k: median(k) for k in ("forward_cpu", "forward_gpu", "sample_gpu",
+    return {"head_steps": [{"num_reqs": r["requests"], "graph_mode": r["graph_mode"],
+                            **{p: r[p + "_ms"] for p in kept_phases}} for r in head],
+            "median_ms": {p: median(p) for p in ("forward_cpu", "forward_gpu", "sample_gpu",
                                                  "draft_cpu", "draft_gpu")}}
 
 
@@ -114,7 +90,7 @@ def summarise(result_paths: list[Path], trace_dir: Path) -> list[dict]:
             trace = trace_dir / f"{row.get('system')}_{row.get('draft')}.csv"
             if not windows or not trace.exists():
                 continue
-            steps = read_trace(trace)
+            steps = read_steps(trace)
             parts = [split_window(a, b, steps) for a, b in windows]
             gc_path = Path(f"{trace}.gc")
             if gc_path.exists():

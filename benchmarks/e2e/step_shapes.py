@@ -21,17 +21,42 @@ PHASES = ("forward_cpu_ms", "sample_cpu_ms", "draft_cpu_ms", "forward_gpu_ms",
 THREAD_PHASES = ("forward_thread_ms", "sample_thread_ms", "draft_thread_ms")
 
 
+def read_steps(csv_path: Path) -> list[tuple[float, int, int, int, float, int]]:
+    """(end s, batch, draft steps, verified tokens, ms, other tokens) of every traced step
+    (other tokens, the step's prefill tokens, since session 25: 0 before)."""
+    steps = []
+    for line in csv_path.read_text().splitlines():
+        if not line.strip():
+            continue
+        end, batch, draft_steps, verify, ms, *other = line.split(",")
+        steps.append((float(end), int(batch), int(draft_steps), int(verify), float(ms),
+                      int(other[0]) if other else 0))
+    return steps
+
+
+def read_runner(runner_path: Path) -> list[dict]:
+    """The runner's phase trace (`diagnostics.phase_trace`): per step its start (s),
+    requests, verified length and graph mode, and the ms of each of PHASES (and of
+    THREAD_PHASES where the trace has them)."""
+    rows = []
+    for line in runner_path.read_text().splitlines():
+        if not line.strip():
+            continue
+        fields = line.split(",")
+        row = {"start": float(fields[0]), "requests": int(fields[1]),
+               "verified_length": int(fields[2]), "graph_mode": int(fields[9])}
+        row.update(zip(PHASES + THREAD_PHASES, map(float, fields[3:9] + fields[10:13])))
+        rows.append(row)
+    return rows
+
+
 def step_shapes(csv_path: Path) -> list[dict]:
     """(batch, draft_steps, verify tokens per request) -> count, median and p20 ms."""
     groups: dict[tuple, list[float]] = collections.defaultdict(list)
-    for line in csv_path.read_text().splitlines():
-        # session 25 added other_tokens (prefill tokens); pure-decode steps only here
-        _end, batch, draft_steps, verify, ms, *other = line.split(",")
-        if other and int(other[0]):
+    for _end, batch, draft_steps, verify, ms, other in read_steps(csv_path):
+        if other:  # pure-decode steps only here
             continue
-        batch = int(batch)
-        groups[(batch, int(draft_steps), round(int(verify) / max(1, batch), 1))].append(
-            float(ms))
+        groups[(batch, draft_steps, round(verify / max(1, batch), 1))].append(ms)
     return [{"batch": b, "draft_steps": d, "verify_per_request": v, "steps": len(ms),
              "median_ms": round(statistics.median(ms), 3),
              "p20_ms": round(sorted(ms)[len(ms) // 5], 3)}
@@ -40,18 +65,17 @@ def step_shapes(csv_path: Path) -> list[dict]:
 
 def runner_phases(runner_path: Path) -> list[dict]:
     """(requests, verified length, graph mode) -> median ms of each runner phase."""
-    groups: dict[tuple, list[list[float]]] = collections.defaultdict(list)
-    for line in runner_path.read_text().splitlines():
-        fields = line.split(",")
-        groups[(int(fields[1]), int(fields[2]), int(fields[9]))].append(
-            [float(x) for x in fields[3:9] + fields[10:13]])
+    groups: dict[tuple, list[dict]] = collections.defaultdict(list)
+    for row in read_runner(runner_path):
+        groups[(row["requests"], row["verified_length"], row["graph_mode"])].append(row)
     out = []
     for (n, length, mode), rows in sorted(groups.items()):
         if len(rows) < MIN_STEPS:
             continue
-        medians = [round(statistics.median(col), 3) for col in zip(*rows)]
+        phases = [p for p in PHASES + THREAD_PHASES if all(p in r for r in rows)]
         out.append({"requests": n, "verified_length": length, "graph_mode": mode,
-                    "steps": len(rows), **dict(zip(PHASES + THREAD_PHASES, medians))})
+                    "steps": len(rows),
+                    **{p: round(statistics.median(r[p] for r in rows), 3) for p in phases}})
     return out
 
 
