@@ -448,13 +448,15 @@ case "${1:-}" in
     # the default, the default with graphs up to 1536 tokens (bass_capture1536: is the
     # eager second prefill step the head's cost?) and plain, traced, windows split
     # (run_windows.py), 5 repeats. The profiled slice also logs each step kind's sync
-    # sites from the first step (prefill steps apart; docs/plan_prefill_head.md)
-    VS_TIMEOUT=${VS_TIMEOUT:-440} PAIR0_ENV="VLLM_CUSTOM_SCOPES_FOR_PROFILING=1
+    # sites from the first step (prefill steps apart; docs/plan_prefill_head.md).
+    # Session 48: each with and without the burst window (one prefill step for a burst:
+    # patches/engine_core_burst_window.py)
+    VS_TIMEOUT=${VS_TIMEOUT:-530} PAIR0_ENV="VLLM_CUSTOM_SCOPES_FOR_PROFILING=1
       VLLM_BASS_SYNC_DEBUG=$W/syncs_{pid}.txt VLLM_BASS_SYNC_DEBUG_AFTER=0" \
-      PAIR0_ARGS="--systems bass_fixed6,bass_off,plain --keep-order --drafts 4x1024
+      PAIR0_ARGS="--systems bass_fixed6,bass_fixed6_noburst,plain --keep-order --drafts 4x1024
       --acceptance 0.8 --batches 8 --repeats 1 --min-timed-seconds 0 --timeout 200
       --profile-dir $W/prof --profile-batches 8 --profile-acceptance 0.8,-" \
-      PAIR1_ARGS="--systems bass_fixed6,bass_default,bass_capture1536,plain --keep-order
+      PAIR1_ARGS="--systems bass_default,bass_noburst,bass_fixed6,bass_fixed6_noburst,bass_capture1536,plain --keep-order
       --drafts 4x1024 --acceptance 0.8 --batches 8,1 --prompt-len 128 --max-tokens 128
       --repeats 5 --min-timed-seconds 0 --timeout 170 --trace-dir $W/traces1" run_pair
     python3 benchmarks/e2e/run_windows.py "$W/pair1.json" --traces "$W/traces1" \

@@ -148,6 +148,12 @@ class BassConfig:
     # one that maximises tokens per second; drafting at all stays the latter's call.
     # False: every batch plans for tokens per second (A/B measurements).
     closed_batch_plan: bool = True
+    # An idle engine that receives requests keeps taking those that follow within 1 ms
+    # of each other, for at most this long, before its first step
+    # (patches/engine_core_burst_window.py): a burst (LLM.generate over a list, a
+    # fan-out) then prefills in one step instead of two. Costs an idle engine's lone
+    # request one 1 ms gap of waiting. 0: off (vLLM's behaviour).
+    burst_window_ms: float = 4.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -184,6 +190,9 @@ class BassConfig:
         m = self.uniform_plan_margin
         if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0.0 <= m <= 1.0:
             raise bad("uniform_plan_margin", "a number in [0, 1] (0: off)", m)
+        w = self.burst_window_ms
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0.0 <= w <= 100.0:
+            raise bad("burst_window_ms", "a number of milliseconds in [0, 100] (0: off)", w)
         v = self.verify_knee_tokens
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise bad("verify_knee_tokens", "a non-negative integer (0: no knee)", v)

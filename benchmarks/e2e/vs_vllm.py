@@ -105,6 +105,12 @@ EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
                  # 47: at max_num_seqs 8 the graphs stop at 512 tokens, and a batch's second
                  # prefill step, 640-800 tokens, ran eagerly)
                  "bass_capture1536": {"engine": {"cudagraph_capture_sizes": ALL_CAPTURE_SIZES}},
+                 # no burst window (vLLM's own arrival handling: a burst's first step
+                 # prefills what has arrived; patches/engine_core_burst_window.py)
+                 "bass_noburst": {"burst_window_ms": 0.0},
+                 **{f"bass_fixed{k}_noburst": {"draft_length_policy": "fixed",
+                                               "num_speculative_tokens": k, "auto_off": False,
+                                               "burst_window_ms": 0.0} for k in (5, 6)},
                  # fixed draft lengths (no auto-off): the step-cost curve under BASS's runtime
                  **{f"bass_fixed{k}": {"draft_length_policy": "fixed",
                                        "num_speculative_tokens": k, "auto_off": False}

@@ -22,6 +22,7 @@ PATCH_MODULES = (
     "vllm_bass.patches.stat_logger_manager",
     "vllm_bass.patches.api_server_shutdown",
     "vllm_bass.patches.engine_core_measured_costs",
+    "vllm_bass.patches.engine_core_burst_window",
 )
 
 
