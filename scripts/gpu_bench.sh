@@ -380,6 +380,13 @@ case "${1:-}" in
     pair_preset b8_lengths "--systems bass_default,bass_kmax8,bass_fixed6,bass_fixed8,plain
       --keep-order --acceptance 0.8 --batches 8,1 --prompt-len 128 --max-tokens 128
       --repeats 3 --min-timed-seconds 0 --timeout 180" "--drafts 4x1024" "--drafts 8x1024" ;;
+  burst_crit4)  # session 48: criterion 4 (and 1) at batch 1 / 8, alpha 0.8, 4x1024 with the
+    # burst window on (default) and off, beside plain and vLLM K=3 / 5 / 7: each slice
+    # has plain and the default, so each GPU's ratios stand on their own
+    VS_TIMEOUT=${VS_TIMEOUT:-535} pair_preset burst_crit4 "--keep-order --drafts 4x1024
+      --acceptance 0.8 --batches 8,1 --prompt-len 128 --max-tokens 128 --repeats 5
+      --min-timed-seconds 0 --timeout 170" "--systems plain,bass_default,vllm_k5,bass_noburst" \
+      "--systems plain,bass_default,vllm_k3,vllm_k7" ;;
   b8_why)  # session 45: where a batch-8 drafting step's fixed ~1.5 ms over a plain step goes
     # (alpha 0.8, 4x1024; criterion 4 at batch 8 needs ~0.45 ms of it off). GPU 0: the profiler
     # over BASS default and fixed K=8 at batch 8 (profile_summary.py: GPU busy against idle
