@@ -387,6 +387,31 @@ case "${1:-}" in
       --acceptance 0.8 --batches 8,1 --prompt-len 128 --max-tokens 128 --repeats 5
       --min-timed-seconds 0 --timeout 170" "--systems plain,bass_default,vllm_k5,bass_noburst" \
       "--systems plain,bass_default,vllm_k3,vllm_k7" ;;
+  burst_wide)  # session 48: after the burst window, GPU 0 runs the engine tests (greedy
+    # identity under async scheduling, seeded requests: LLM.generate's lists arrive as
+    # bursts) while GPU 1 runs criteria 1 / 3 at batch 32 / 128 (alpha 0.8, 4x1024) beside
+    # plain and vLLM K=2 / 3 / 5. Each on its own half of the cores; no cleanup between
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    cleanup
+    half=$(( $(nproc) / 2 ))
+    CUDA_VISIBLE_DEVICES=0 VLLM_CACHE_ROOT=/tmp/vs_vllm_cache0 taskset -c "0-$(( half - 1 ))" \
+      timeout "${TESTS_TIMEOUT:-500}" python3 -m pytest -m gpu -v -rs --durations=10 \
+      -p no:cacheprovider tests/test_engine_greedy_async.py tests/sampling/test_engine_seeded.py \
+      > "$W/gpu_tests_burst.txt" 2>&1 &
+    tests_pid=$!
+    CUDA_VISIBLE_DEVICES=1 VLLM_CACHE_ROOT=/tmp/vs_vllm_cache1 \
+      TORCHINDUCTOR_CACHE_DIR=/tmp/vs_vllm_inductor1 TORCHINDUCTOR_COMPILE_THREADS=$half \
+      taskset -c "$half-$(( 2 * half - 1 ))" timeout "${VS_TIMEOUT:-530}" \
+      python3 benchmarks/e2e/vs_vllm.py --out "$W/pair1" \
+      --systems bass_default,plain,vllm_k3,vllm_k2,vllm_k5 --keep-order \
+      --drafts 4x1024 --acceptance 0.8 --batches 32,128 --prompt-len 128 --max-tokens 128 \
+      --repeats 3 --min-timed-seconds 0 --timeout 150 > "$W/pair1.log" 2>&1
+    wait "$tests_pid"
+    grep -E "start-up|FAILED|Error" "$W/pair1.log" | cut -c1-200
+    tail -15 "$W/gpu_tests_burst.txt"
+    cp "$W/gpu_tests_burst.txt" "$W"/pair1.json "$W"/pair1.md "$OUT/" 2>/dev/null
+    cleanup
+    pack burst_wide ;;
   b8_why)  # session 45: where a batch-8 drafting step's fixed ~1.5 ms over a plain step goes
     # (alpha 0.8, 4x1024; criterion 4 at batch 8 needs ~0.45 ms of it off). GPU 0: the profiler
     # over BASS default and fixed K=8 at batch 8 (profile_summary.py: GPU busy against idle
