@@ -59,24 +59,35 @@ def feed(core: Core, n: int, gap_s: float) -> threading.Thread:
     return thread
 
 
-@pytest.mark.parametrize("window_ms, expect_all", [(20.0, True), (0.0, False), (None, False)])
-def test_an_idle_core_takes_a_close_burst_in_one_go(window_ms, expect_all):
-    """A 20 ms window takes 8 requests 0.2 ms apart before the first step; no window (off,
-    or an engine without BASS) steps with the first one, as vLLM does."""
-    core = Core(window_ms)
-    thread = feed(core, 8, 0.0002)
+def test_an_idle_core_takes_a_close_burst_in_one_go(monkeypatch):
+    """8 requests 2 ms apart, all within the gap (widened to 50 ms so that a loaded CI
+    machine's pauses stay inside it): one call takes them all."""
+    monkeypatch.setattr(burst, "BURST_GAP_S", 0.05)
+    core = Core(100.0)
+    thread = feed(core, 8, 0.002)
     process_input_queue()(core)
     taken = len(core.handled)
     thread.join()
-    assert (taken == 8) == expect_all, taken
+    assert taken == 8, taken
+
+
+@pytest.mark.parametrize("window_ms", [0.0, None])
+def test_without_a_window_the_core_steps_with_what_has_arrived(window_ms):
+    """Off, or an engine without BASS: vLLM's behaviour, whatever arrived and no more."""
+    core = Core(window_ms)
+    thread = feed(core, 8, 0.01)
+    process_input_queue()(core)
+    taken = len(core.handled)
+    thread.join()
+    assert 1 <= taken < 8, taken
 
 
 def test_the_window_ends_at_a_gap_and_at_its_length():
     core = Core(100.0)
-    thread = feed(core, 3, 0.02)  # 20 ms apart: past the 1 ms gap, one burst of one
+    thread = feed(core, 3, 0.1)  # 100 ms apart: past the 1 ms gap, a burst of one
     started = time.monotonic()
     process_input_queue()(core)
-    assert len(core.handled) == 1 and time.monotonic() - started < 0.015
+    assert len(core.handled) == 1 and time.monotonic() - started < 0.08
     thread.join()
 
     clock = iter([0.0, 0.0, 0.002, 0.004, 0.006]).__next__  # items keep coming: the window
@@ -87,12 +98,12 @@ def test_the_window_ends_at_a_gap_and_at_its_length():
 
 
 def test_a_busy_core_does_not_wait():
-    core = Core(20.0)
+    core = Core(100.0)
     core.handled.append("running")  # work in hand: vLLM's drain only
-    thread = feed(core, 4, 0.002)
+    thread = feed(core, 4, 0.05)
     started = time.monotonic()
     process_input_queue()(core)
-    assert time.monotonic() - started < 0.0015 and len(core.handled) <= 2
+    assert time.monotonic() - started < 0.04 and len(core.handled) <= 2
     thread.join()
 
 
