@@ -6,9 +6,10 @@ queue while they come close together (each within `BURST_GAP_S` of the last, for
 Why: a client's burst (`LLM.generate` over a list, a benchmark's closed batch, a server's
 fan-out) reaches the core one request at a time, ~0.4 ms apart; vLLM steps as soon as the
 first arrives, so the burst is prefilled over two steps. With BASS the second one is a mixed
-prefill + verification step of 640-800 tokens at batch 8, and the two took 43-102 ms of a
-250-400 ms batch-8 run (H200, session 47). One prefill step for the burst costs an idle
-engine's first request at most one gap of waiting.
+prefill + verification step of 640-800 tokens at batch 8, and the two took 56-105 ms of a
+300-380 ms batch-8 run (H200, session 48, traced); with the window the burst's one prefill
+step made the head 29-52 ms, and batch 8 ran 2.73x plain against 2.57x. It costs an idle
+engine's lone request at most one gap of waiting.
 When it can go: when vLLM batches a burst's arrivals itself (a scheduling delay option).
 """
 
