@@ -8,7 +8,7 @@ fan-out) reaches the core one request at a time, ~0.4 ms apart; vLLM steps as so
 first arrives, so the burst is prefilled over two steps. With BASS the second one is a mixed
 prefill + verification step of 640-800 tokens at batch 8, and the two took 56-105 ms of a
 300-380 ms batch-8 run (H200, session 48, traced); with the window the burst's one prefill
-step made the head 29-52 ms, and batch 8 ran 2.73x plain against 2.57x. It costs an idle
+step made the head 29-53 ms, and batch 8 ran 2.73x plain against 2.57x. It costs an idle
 engine's lone request at most one gap of waiting.
 When it can go: when vLLM batches a burst's arrivals itself (a scheduling delay option).
 """
