@@ -105,12 +105,6 @@ EXTRA_SYSTEMS = {"bass_vllm_draft_loop": {"full_graph_drafting": False},
                  # 47: at max_num_seqs 8 the graphs stop at 512 tokens, and a batch's second
                  # prefill step, 640-800 tokens, ran eagerly)
                  "bass_capture1536": {"engine": {"cudagraph_capture_sizes": ALL_CAPTURE_SIZES}},
-                 # no burst window (vLLM's own arrival handling: a burst's first step
-                 # prefills what has arrived; patches/engine_core_burst_window.py)
-                 "bass_noburst": {"burst_window_ms": 0.0},
-                 **{f"bass_fixed{k}_noburst": {"draft_length_policy": "fixed",
-                                               "num_speculative_tokens": k, "auto_off": False,
-                                               "burst_window_ms": 0.0} for k in (5, 6)},
                  # fixed draft lengths (no auto-off): the step-cost curve under BASS's runtime
                  **{f"bass_fixed{k}": {"draft_length_policy": "fixed",
                                        "num_speculative_tokens": k, "auto_off": False}
@@ -144,6 +138,11 @@ FIRST_PASS_AB = "_vllm_first_pass"
 EXTRA_SYSTEMS.update({f"{name}{FIRST_PASS_AB}": extra for name, extra in list(
     EXTRA_SYSTEMS.items()) if name.startswith("bass_fixed") and "noknee" not in name})
 EXTRA_SYSTEMS[f"bass_default{FIRST_PASS_AB}"] = {}
+# no burst window (vLLM's own arrival handling: a burst's first step prefills what has
+# arrived; patches/engine_core_burst_window.py), for the default and fixed K=5 / 6
+EXTRA_SYSTEMS["bass_noburst"] = {"burst_window_ms": 0.0}
+EXTRA_SYSTEMS.update({f"{name}_noburst": {**EXTRA_SYSTEMS[name], "burst_window_ms": 0.0}
+                      for name in ("bass_fixed5", "bass_fixed6")})
 # BASS that drafts once and is then off for good (the test aid's forced off-cycle): what
 # BASS's off-steps cost against plain decoding, the floor auto-off falls back to
 EXTRA_SYSTEMS["bass_off"] = {}
