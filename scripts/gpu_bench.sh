@@ -142,14 +142,15 @@ utilization.gpu,clocks_throttle_reasons.active --format=csv,noheader -lms 250 \
   command -v taskset > /dev/null || PIN=" "  # no taskset: unpinned (say so in the results)
   for i in 0 1; do
     args_var="PAIR${i}_ARGS"
-    [ -n "${!args_var:-}" ] || continue
+    cmd_var="PAIR${i}_CMD"  # another command for the slice (e.g. GPU tests), not vs_vllm.py
+    [ -n "${!args_var:-}${!cmd_var:-}" ] || continue
     mkdir -p "$W/traces$i"
     env_var="PAIR${i}_ENV"  # a slice's own environment (VAR=VALUE ...), e.g. the profiler's
     env ${!env_var:-} CUDA_VISIBLE_DEVICES=$i VLLM_CACHE_ROOT="/tmp/vs_vllm_cache$i" \
       TORCHINDUCTOR_CACHE_DIR="/tmp/vs_vllm_inductor$i" TORCHINDUCTOR_COMPILE_THREADS=$half \
       ${PIN:-taskset -c "$(( i * half ))-$(( i * half + half - 1 ))"} \
-      timeout "${VS_TIMEOUT:-560}" python3 benchmarks/e2e/vs_vllm.py --out "$W/pair$i" \
-      ${!args_var} > "$W/pair$i.log" 2>&1 &
+      timeout "${VS_TIMEOUT:-560}" ${!cmd_var:-python3 benchmarks/e2e/vs_vllm.py \
+      --out "$W/pair$i" ${!args_var}} > "$W/pair$i.log" 2>&1 &
     pair_pids[$i]=$!
   done
   for i in 0 1; do [ -n "${pair_pids[$i]:-}" ] && wait "${pair_pids[$i]}"; done
@@ -390,27 +391,14 @@ case "${1:-}" in
   burst_wide)  # session 48: after the burst window, GPU 0 runs the engine tests (greedy
     # identity under async scheduling, seeded requests: LLM.generate's lists arrive as
     # bursts) while GPU 1 runs criteria 1 / 3 at batch 32 / 128 (alpha 0.8, 4x1024) beside
-    # plain and vLLM K=2 / 3 / 5. Each on its own half of the cores; no cleanup between
-    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
-    cleanup
-    half=$(( $(nproc) / 2 ))
-    CUDA_VISIBLE_DEVICES=0 VLLM_CACHE_ROOT=/tmp/vs_vllm_cache0 taskset -c "0-$(( half - 1 ))" \
-      timeout "${TESTS_TIMEOUT:-500}" python3 -m pytest -m gpu -v -rs --durations=10 \
-      -p no:cacheprovider tests/test_engine_greedy_async.py tests/sampling/test_engine_seeded.py \
-      > "$W/gpu_tests_burst.txt" 2>&1 &
-    tests_pid=$!
-    CUDA_VISIBLE_DEVICES=1 VLLM_CACHE_ROOT=/tmp/vs_vllm_cache1 \
-      TORCHINDUCTOR_CACHE_DIR=/tmp/vs_vllm_inductor1 TORCHINDUCTOR_COMPILE_THREADS=$half \
-      taskset -c "$half-$(( 2 * half - 1 ))" timeout "${VS_TIMEOUT:-530}" \
-      python3 benchmarks/e2e/vs_vllm.py --out "$W/pair1" \
-      --systems bass_default,plain,vllm_k3,vllm_k2,vllm_k5 --keep-order \
-      --drafts 4x1024 --acceptance 0.8 --batches 32,128 --prompt-len 128 --max-tokens 128 \
-      --repeats 3 --min-timed-seconds 0 --timeout 150 > "$W/pair1.log" 2>&1
-    wait "$tests_pid"
-    grep -E "start-up|FAILED|Error" "$W/pair1.log" | cut -c1-200
-    tail -15 "$W/gpu_tests_burst.txt"
-    cp "$W/gpu_tests_burst.txt" "$W"/pair1.json "$W"/pair1.md "$OUT/" 2>/dev/null
-    cleanup
+    # plain and vLLM K=2 / 3 / 5
+    VS_TIMEOUT=${VS_TIMEOUT:-530} PAIR0_CMD="python3 -m pytest -m gpu -v -rs --durations=10
+      -p no:cacheprovider tests/test_engine_greedy_async.py tests/sampling/test_engine_seeded.py" \
+      PAIR1_ARGS="--systems bass_default,plain,vllm_k3,vllm_k2,vllm_k5 --keep-order
+      --drafts 4x1024 --acceptance 0.8 --batches 32,128 --prompt-len 128 --max-tokens 128
+      --repeats 3 --min-timed-seconds 0 --timeout 150" run_pair
+    tail -15 "$W/pair0.log"
+    cp "$W/pair0.log" "$OUT/gpu_tests_burst.txt"
     pack burst_wide ;;
   b8_why)  # session 45: where a batch-8 drafting step's fixed ~1.5 ms over a plain step goes
     # (alpha 0.8, 4x1024; criterion 4 at batch 8 needs ~0.45 ms of it off). GPU 0: the profiler
