@@ -53,6 +53,7 @@
 #   bash scripts/gpu_bench.sh official  # session 44: alpha 0.6-0.9, batch 1-32, both drafts (x2)
 #   bash scripts/gpu_bench.sh continuous_mix  # session 44: the mix kept in flight (x2)
 #   bash scripts/gpu_bench.sh large_batch  # session 45: batch 64-256, both drafts (x2)
+#   bash scripts/gpu_bench.sh mix_window  # session 49: the mix, batch 32-256, both drafts (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -388,6 +389,13 @@ case "${1:-}" in
       --acceptance 0.8 --batches 8,1 --prompt-len 128 --max-tokens 128 --repeats 5
       --min-timed-seconds 0 --timeout 170" "--systems plain,bass_default,vllm_k5,bass_noburst" \
       "--systems plain,bass_default,vllm_k3,vllm_k7" ;;
+  mix_window)  # session 49: the mix at batch 32-256 after the burst window, both drafts
+    # (GPU 0 4x1024, GPU 1 8x1024), vLLM K=1-3 on the same mix (its per-request patch),
+    # plain first (session 44's 4x1024 batch 32 lost: 0.93x vLLM K=1); BASS traced
+    VS_TIMEOUT=${VS_TIMEOUT:-540} pair_preset mix_window "--keep-order --acceptance mix
+      --batches 32,64,128,256 --prompt-len 128 --max-tokens 128 --repeats 2
+      --min-timed-seconds 0 --timeout 170 --systems plain,bass_default,vllm_k1,vllm_k2,vllm_k3" \
+      "--drafts 4x1024 --trace-dir $W/traces0" "--drafts 8x1024 --trace-dir $W/traces1" ;;
   burst_wide)  # session 48: after the burst window, GPU 0 runs the engine tests (greedy
     # identity under async scheduling, seeded requests: LLM.generate's lists arrive as
     # bursts) while GPU 1 runs criteria 1 / 3 at batch 32 / 128 (alpha 0.8, 4x1024) beside
