@@ -54,6 +54,7 @@
 #   bash scripts/gpu_bench.sh continuous_mix  # session 44: the mix kept in flight (x2)
 #   bash scripts/gpu_bench.sh large_batch  # session 45: batch 64-256, both drafts (x2)
 #   bash scripts/gpu_bench.sh mix_window  # session 49: the mix, batch 32-256, both drafts (x2)
+#   bash scripts/gpu_bench.sh b128_why  # session 49: a batch-128 verification profiled (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -527,6 +528,23 @@ PY
       cp "$W/gpu_tests_after.txt" "$OUT/" 2>/dev/null
     fi
     pack matrix ;;
+  b128_why)  # session 49: at batch 128 a one-draft verification's target forward ran 11-13 ms
+    # of GPU time against an off-step's 8.1 (session 49 call 1's runner trace, the mix): more
+    # than the 128 more tokens' GEMM work. GPU 0: the profiler over plain, BASS fixed K=1 and
+    # vLLM K=1 at batch 128, alpha 0.8, 4x1024 (same shapes: their steps compare kernel by
+    # kernel). GPU 1, no profiler: issue 13's 4x1024 cells at alpha 0.8 / 0.6, batch 1-32,
+    # after the burst window, beside plain and vLLM K=3 / 5
+    VS_TIMEOUT=${VS_TIMEOUT:-420} PAIR0_ENV="VLLM_CUSTOM_SCOPES_FOR_PROFILING=1" \
+      PAIR0_ARGS="--systems plain,bass_fixed1,vllm_k1 --keep-order --drafts 4x1024
+      --acceptance 0.8 --batches 128 --repeats 1 --min-timed-seconds 0 --timeout 200
+      --profile-dir $W/prof --profile-batches 128 --profile-acceptance 0.8,-" \
+      PAIR1_ARGS="--systems plain,bass_default,vllm_k5,vllm_k3 --keep-order --drafts 4x1024
+      --acceptance 0.8,0.6 --batches 1,8,32 --repeats 3 --min-timed-seconds 0 --timeout 170" \
+      run_pair
+    timeout "${SUMMARY_TIMEOUT:-120}" python3 benchmarks/e2e/profile_summary.py "$W/prof" \
+      --out "$OUT/profile_summary.json" 2>&1 | tail -20
+    find "$W/prof" -name "*.pt.trace.json*" -delete
+    pack b128_why ;;
   profile13)  # session 11: VS_ARGS slice with --profile-* under vLLM's torch profiler (our
     # record_function scopes on); per-trace summaries come back, the traces themselves not
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
