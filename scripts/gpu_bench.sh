@@ -55,6 +55,7 @@
 #   bash scripts/gpu_bench.sh large_batch  # session 45: batch 64-256, both drafts (x2)
 #   bash scripts/gpu_bench.sh mix_window  # session 49: the mix, batch 32-256, both drafts (x2)
 #   bash scripts/gpu_bench.sh b128_why  # session 49: a batch-128 verification profiled (x2)
+#   bash scripts/gpu_bench.sh measured_window  # session 49: the measured draft step, batch 8 (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -545,6 +546,17 @@ PY
       --out "$OUT/profile_summary.json" 2>&1 | tail -20
     find "$W/prof" -name "*.pt.trace.json*" -delete
     pack b128_why ;;
+  measured_window)  # session 49: after the burst window a batch-8 run's draft length shows:
+    # the default drafted 14.4 a request at alpha 0.8, 4x1024 (2.21 ms/token, 2.39x plain)
+    # where session 48's engines drafted 8 (1.90, 2.73x); session 46 had 14.1 -> 2.24 and
+    # 7.3 -> 1.83. The draft step priced at least at its graph's measured time
+    # (bass_measured_step) against the default and fixed K=6, beside plain; both drafts
+    VS_TIMEOUT=${VS_TIMEOUT:-500} pair_preset measured_window "--keep-order --acceptance 0.8
+      --batches 8,1,32 --prompt-len 128 --max-tokens 128 --repeats 5 --min-timed-seconds 0
+      --timeout 160 --systems plain,bass_default,bass_measured_step,bass_fixed6" \
+      "--drafts 4x1024" "--drafts 8x1024"
+    grep -h "measured time\|one replay takes" "$W"/pair*_logs/*.log 2>/dev/null | cut -c1-300 \
+      | sort -u | head -6 ;;
   profile13)  # session 11: VS_ARGS slice with --profile-* under vLLM's torch profiler (our
     # record_function scopes on); per-trace summaries come back, the traces themselves not
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
