@@ -41,9 +41,9 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
         "1", "0: the drafter's first pass runs as vLLM runs it (piecewise graphs), not as "
              "BASS's full CUDA graphs (A/B measurements)"),
     "VLLM_BASS_MEASURED_DRAFT_STEP": (
-        "0", "1: the policy's step-cost fit prices a draft step at least at the draft step "
-             "graph's time measured at start-up, not from step timings alone (session 46; "
-             "opt-in until an A/B on the GPU decides)"),
+        "1", "0: the policy's step-cost fit prices a draft step from step timings alone, "
+             "not at least at the draft step graph's time measured at start-up (the default "
+             "since session 49; A/B measurements)"),
     "VLLM_BASS_PREFILL_FA3": (
         "1", "0: our attention backend runs prefill steps (a query of 64+ tokens) with its own "
              "kernels too, not FA3's (A/B measurements)"),

@@ -279,9 +279,9 @@ class BassScheduler(Scheduler):
                                             one_draft_term=cost_fit == "one_draft",
                                             draft_step_floor=draft_step_cost_floor(
                                                 self.vllm_config))
-        # a draft step's GPU time by batch size, timed at start-up: the fit's floor (only
-        # with VLLM_BASS_MEASURED_DRAFT_STEP=1 does the engine measure and hand it over;
-        # session 46, opt-in until a GPU A/B decides)
+        # a draft step's GPU time by batch size, timed at start-up: the fit's floor (the
+        # engine measures and hands it over unless VLLM_BASS_MEASURED_DRAFT_STEP=0; the
+        # default since session 49: docs/design.md)
         measured = take_measured_draft_steps(self.vllm_config)
         if measured:
             self.bass_costs.set_measured_draft_steps(measured)

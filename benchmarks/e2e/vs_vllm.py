@@ -160,8 +160,10 @@ EXTRA_SYSTEMS["bass_one_draft_fit"] = {}
 # not session 41's one launch: the host-time A/B
 EXTRA_SYSTEMS["bass_vllm_slots"] = {}
 # the policy's draft step priced at least at its graph's time measured at start-up
-# (VLLM_BASS_MEASURED_DRAFT_STEP=1, session 46; opt-in until measured)
+# (VLLM_BASS_MEASURED_DRAFT_STEP=1, session 46; the default since session 49), and the
+# step fit alone (=0, the default before)
 EXTRA_SYSTEMS["bass_measured_step"] = {}
+EXTRA_SYSTEMS["bass_fit_step"] = {}
 # a verified token past the knee priced at the fitted price plus the knee price, not the
 # larger of them (VLLM_BASS_KNEE_PRICE=sum, the default before session 32)
 EXTRA_SYSTEMS["bass_knee_sum"] = {}
@@ -205,6 +207,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_BASS_FIRST_PASS_SLOT_KERNEL": "0"}
     if system == "bass_measured_step":
         return {"VLLM_BASS_MEASURED_DRAFT_STEP": "1"}
+    if system == "bass_fit_step":
+        return {"VLLM_BASS_MEASURED_DRAFT_STEP": "0"}
     if system == "bass_knee_sum":
         return {"VLLM_BASS_KNEE_PRICE": "sum"}
     if system == "bass_noprecompile":
