@@ -56,6 +56,7 @@
 #   bash scripts/gpu_bench.sh mix_window  # session 49: the mix, batch 32-256, both drafts (x2)
 #   bash scripts/gpu_bench.sh b128_why  # session 49: a batch-128 verification profiled (x2)
 #   bash scripts/gpu_bench.sh measured_window  # session 49: the measured draft step, batch 8 (x2)
+#   bash scripts/gpu_bench.sh closedoff_ab  # session 49: the closed objective's off (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -557,6 +558,14 @@ PY
       "--drafts 4x1024" "--drafts 8x1024"
     grep -h "measured time\|one replay takes" "$W"/pair*_logs/*.log 2>/dev/null | cut -c1-300 \
       | sort -u | head -6 ;;
+  closedoff_ab)  # session 49: the closed objective turns a drafting batch off past its margin
+    # (closed_batch_off_margin 0.1, the default) against the batch that keeps drafting (the
+    # default before), the mix at batch 128 / 256 (simulated on session 49's H200 law: +3%);
+    # GPU 0 4x1024, GPU 1 8x1024; no plain or vLLM (the call's device time was short)
+    VS_TIMEOUT=${VS_TIMEOUT:-230} pair_preset closedoff_ab "--keep-order --acceptance mix
+      --batches 128,256 --prompt-len 128 --max-tokens 128 --repeats 2 --min-timed-seconds 0
+      --timeout 115 --systems bass_default,bass_closed_keeps_drafting" \
+      "--drafts 4x1024" "--drafts 8x1024" ;;
   profile13)  # session 11: VS_ARGS slice with --profile-* under vLLM's torch profiler (our
     # record_function scopes on); per-trace summaries come back, the traces themselves not
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1

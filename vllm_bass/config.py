@@ -148,6 +148,15 @@ class BassConfig:
     # one that maximises tokens per second; drafting at all stays the latter's call.
     # False: every batch plans for tokens per second (A/B measurements).
     closed_batch_plan: bool = True
+    # per_request, a closed batch: its objective turns a drafting batch off where it expects
+    # off to end the batch at least this fraction sooner than its best drafting length
+    # (the mix at batch 128-256 on the H200: one draft makes a step 1.6x an off-step, and
+    # the alpha-0.3 quarter holds the batch ~90+ steps at any length; closed-batch simulation
+    # of session 49's H200 law +3% there, within 0.3% elsewhere; a margin of 0.06 gained
+    # 4% there and lost 0.9% on the mix at batch 8, where noisy estimates of the slow
+    # quarter once turned steps off: H100, session 19). None: drafting at all is the token
+    # rate's call alone (before session 49).
+    closed_batch_off_margin: float | None = 0.1
     # An idle engine that receives requests keeps taking those that follow within 1 ms
     # of each other, for at most this long, before its first step
     # (patches/engine_core_burst_window.py): a burst (LLM.generate over a list, a
@@ -190,6 +199,11 @@ class BassConfig:
         m = self.uniform_plan_margin
         if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0.0 <= m <= 1.0:
             raise bad("uniform_plan_margin", "a number in [0, 1] (0: off)", m)
+        c = self.closed_batch_off_margin
+        if c is not None and (isinstance(c, bool) or not isinstance(c, (int, float))
+                              or not 0.0 <= c <= 1.0):
+            raise bad("closed_batch_off_margin",
+                      "a number in [0, 1], or null (the token rate alone decides off)", c)
         w = self.burst_window_ms
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0.0 <= w <= 100.0:
             raise bad("burst_window_ms", "a number of milliseconds in [0, 100] (0: off)", w)

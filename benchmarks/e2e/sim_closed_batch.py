@@ -106,6 +106,30 @@ DRAFT_COST_SCALE = [1.0]
 ONE_DRAFT_PREMIUM_MS = [0.0]
 
 
+# The H200 law (--h200-law): session 49's call-1 step trace of BASS's engine on our
+# attention (4x1024 draft, the mix, batch 16-256, 128-token prompts; robust fit with the
+# draft step held at its measured graph time, 165 us; median abs. residual 0.9 ms): an
+# off-step 4.15 ms + 0.0378 ms per request (plain vLLM's FA3 decode step is dearer: 10.2
+# against 8.3 ms at batch 128, session 49's profile); drafting at all 0.69 + 0.0205 ms per
+# request; each draft step 0.165 ms; a verified draft token 0.003 ms while the step's decode
+# tokens stay within H200_KNEE_TOKENS (the GEMMs weight-bound), 0.0126 ms past it
+# (compute-bound: a batch-128 one-draft step's target forward 1.4 ms more GEMM than an
+# off-step's, the profile). The other switches but DRAFT_COST_SCALE do not apply.
+H200_LAW = [False]
+H200_KNEE_TOKENS = 128
+
+
+def h200_step_ms(batch: int, draft_steps: int, verify_tokens: int,
+                 other_tokens: int = 0) -> float:
+    """One step of the H200 law (H200_LAW)."""
+    past_knee = max(0, batch + verify_tokens - max(H200_KNEE_TOKENS, batch))
+    ms = (4.15 + 0.0378 * batch + 0.003 * verify_tokens + 0.0096 * past_knee
+          + PREFILL_TOKEN_MS * other_tokens)
+    if draft_steps:
+        ms += DRAFT_COST_SCALE[0] * (0.69 + 0.0205 * batch + 0.165 * draft_steps)
+    return ms
+
+
 def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
                  other_tokens: int = 0, cached_tokens: int = 0) -> float:
     """Robust least-squares fit over the 4057 decode steps of session 18's call-1 H100 trace
@@ -113,7 +137,10 @@ def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
     `session18/traces_call1.tgz`; median abs. residual 0.5 ms): a plain step is 5.68 ms +
     0.049 ms per request; drafting at all adds 0.55 ms + 0.006 ms per request (the first
     pass), each draft step 0.17 + 0.0036 ms per request, each verified draft token 0.0072 ms.
-    The switches below reshape it (LAW_SWITCHES), HOST_FLOOR_DRAFTS among them."""
+    The switches below reshape it (LAW_SWITCHES), HOST_FLOOR_DRAFTS among them; H200_LAW
+    replaces it."""
+    if H200_LAW[0]:
+        return h200_step_ms(batch, draft_steps, verify_tokens, other_tokens)
     ms = 5.68 + 0.049 * batch + 0.0072 * verify_tokens + PREFILL_TOKEN_MS * other_tokens
     one_draft = draft_steps == 1
     if draft_steps:  # a host-bound device bills at least HOST_FLOOR_DRAFTS draft steps
@@ -159,7 +186,7 @@ def warmup_factor(sched) -> float:
 MAX_MODEL_LEN = [512]  # raised for long prompts (--prompt-len)
 # the module's switches (one-element lists) that shape the simulated device's law
 LAW_SWITCHES = ("JITTER", "CONTEXT_LAW", "KNEE_LAW", "DRAFT_COST_SCALE", "MAX_MODEL_LEN",
-                "ONE_DRAFT_PREMIUM_MS", "HOST_FLOOR_DRAFTS", "WARMUP")
+                "ONE_DRAFT_PREMIUM_MS", "HOST_FLOOR_DRAFTS", "WARMUP", "H200_LAW")
 
 
 def law_state() -> tuple:
@@ -382,6 +409,8 @@ def main() -> None:
                     help="decode tokens past the GEMMs' knee cost more (KNEE_LAW)")
     ap.add_argument("--draft-cost-scale", type=float, default=1.0,
                     help="the law's draft terms times this (a dearer draft shape)")
+    ap.add_argument("--h200-law", action="store_true",
+                    help="session 49's H200 law in place of the H100's (H200_LAW)")
     ap.add_argument("--one-draft-premium-ms", type=float, default=0.0,
                     help="a one-draft step costs this much more (session 40's H200 trace)")
     ap.add_argument("--host-floor-drafts", type=int, default=0,
@@ -394,6 +423,7 @@ def main() -> None:
     HOST_FLOOR_DRAFTS[0] = args.host_floor_drafts
     CONTEXT_LAW[0] = args.context_law
     KNEE_LAW[0] = args.knee_law
+    H200_LAW[0] = args.h200_law
     MAX_MODEL_LEN[0] = max(512, args.prompt_len + args.max_tokens + 64)
     rows = []
     for acceptance in args.acceptance.split(","):

@@ -25,7 +25,8 @@ when a plan is solved again, session 40's rule / a looser one than the default),
 default, and its first pass at Y, 0.05), `default`. (Session 40's dropped `probeN`,
 probes of N drafts, needed a policy hook: git history at ba0ce8e.)
 `oracle` (session 43: the law's own costs in place of the fit), `closedoff` (session 43, not
-adopted: a closed batch's `closed_batch_cap` may turn the batch off too), `A+B` (both).
+adopted: a closed batch's `closed_batch_cap` may turn the batch off too; `closedoffX`,
+session 49: where off is expected X sooner than drafting), `A+B` (both).
 (Session 43's `unbounded`, against plans held within 2 of the longest draft the cost fit
 was solved with, lives in git history at b708583; not adopted.)
 (Session 43's `freeswitch`, an async off-step that verifies drafts without a draft pass, is
@@ -138,8 +139,11 @@ def _configure_part(variant: str, sched) -> None:
         sched.bass_costs.set_measured_draft_steps({
             rows: (scb.h100_step_ms(rows, 3, 0) - scb.h100_step_ms(rows, 2, 0)) / 1000
             for rows in (1, 2, 4, 8, 16, 32, 64, 128, 256)})
-    elif variant == "closedoff":  # a closed batch's cap decides drafting at all (session 43)
+    elif variant.startswith("closedoff"):  # a closed batch's cap decides drafting at all
+        # (session 43); closedoffX (session 49): only where off is expected to end the batch
+        # X sooner than its best drafting length
         sched.bass_policy.closed_decides_off = True
+        sched.bass_policy.closed_off_margin = float(variant[len("closedoff"):] or 0.0)
     elif (variant != "default" and not variant.startswith("confident")
           and variant not in REPLAN_VARIANTS):
         raise SystemExit(f"unknown variant {variant!r}")
@@ -175,6 +179,8 @@ def main() -> None:
                     help="decode tokens past the GEMMs' knee cost more (KNEE_LAW)")
     ap.add_argument("--draft-cost-scale", type=float, default=1.0,
                     help="the law's draft terms times this (sim_closed_batch)")
+    ap.add_argument("--h200-law", action="store_true",
+                    help="session 49's H200 law in place of the H100's (sim_closed_batch)")
     ap.add_argument("--one-draft-premium-ms", type=float, default=0.0,
                     help="a one-draft step costs this much more (sim_closed_batch)")
     ap.add_argument("--host-floor-drafts", type=int, default=0,
@@ -191,6 +197,7 @@ def main() -> None:
     scb.ONE_DRAFT_PREMIUM_MS[0] = args.one_draft_premium_ms
     scb.CONTEXT_LAW[0] = args.context_law
     scb.KNEE_LAW[0] = args.knee_law
+    scb.H200_LAW[0] = args.h200_law
     scb.WARMUP[:] = [args.warmup_steps, args.warmup_extra]
     PROMPT_LEN[0] = args.prompt_len
     scb.MAX_MODEL_LEN[0] = max(512, args.prompt_len + 128 + 64)
@@ -206,7 +213,8 @@ def main() -> None:
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(
-            {"device": "none (simulated H100 step law)", "seeds": args.seeds,
+            {"device": "none (simulated %s step law)" % ("H200" if args.h200_law else "H100"),
+             "h200_law": args.h200_law, "seeds": args.seeds,
              "jitter": args.jitter, "prompt_len": args.prompt_len,
              "context_law": args.context_law, "knee_law": args.knee_law,
              "draft_cost_scale": args.draft_cost_scale,

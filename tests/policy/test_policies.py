@@ -5,7 +5,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from vllm_bass.config import BassConfig
+from vllm_bass.config import BassConfig, BassConfigError
 from vllm_bass.policy.per_request import PerRequestDraftLength, StepCostModel
 from vllm_bass.policy.factory import make_policy
 from vllm_bass.policy.policies import BassAlgorithm1, DraftPlan, FixedDraftLength, Verified
@@ -378,22 +378,51 @@ def test_a_request_nearly_done_does_not_set_the_closed_cap():
     assert p.closed_batch_cap(alphas, [100] * 7 + [2]) >= 8
 
 
-def test_the_closed_plan_never_turns_a_drafting_batch_off():
-    """Drafting at all stays the token rate's call: one request whose estimate says its
-    drafts are hardly accepted sets the closed objective's end (off would be its best),
-    but the batch's other requests make drafting pay, so the batch drafts. With
+def _closed_margin(margin, cost, share=0.0):
+    p = PerRequestDraftLength(
+        BassConfig(draft_model="d", num_speculative_tokens=16,
+                   draft_length_policy="per_request", closed_batch_off_margin=margin), cost)
+    p.per_request_share = share
+    return p
+
+
+def test_the_closed_plan_turns_a_drafting_batch_off_only_past_its_margin():
+    """One request whose drafts are hardly accepted sets a flat closed batch's end (share 0:
+    the others finishing early saves nothing), so off ends the batch sooner, though the
+    other seven make drafting pay in tokens per second. The closed objective turns the
+    batch off only where it expects off to be closed_batch_off_margin sooner than the best
+    drafting length; with the margin None (before session 49) never. With
     closed_batch_plan off, a closed batch plans as an open one."""
     cost = StepCostModel(base=1.0, per_draft_step=0.06, per_verify_token=0.001,
                          draft_pass=0.15)
     alphas = [0.9] * 7 + [0.05]
-    p = _closed(cost=cost)
-    assert p.closed_batch_cap(alphas, [100] * 8) == 0
-    assert max(p.best_lengths(alphas)) > 0
-    assert max(p.choose_lengths(alphas, [100] * 8)) >= 1
+    remaining = [100] * 8
+    # the slowest request's expected steps times the step's cost, by longest draft
+    times = [cost.time_for(k, 8 * k) * 100 * (1 - 0.05) / (1 - 0.05 ** (k + 1))
+             for k in range(17)]
+    gain = min(times[1:]) / times[0] - 1.0
+    default = BassConfig(draft_model="d").closed_batch_off_margin
+    assert gain > default  # off ends this batch sooner by more than the default margin
+    p = _closed_margin(default, cost)
+    assert p.closed_batch_cap(alphas, remaining) == 0
+    assert p._closed_off_gain == pytest.approx(gain, rel=1e-6)
+    assert max(p.best_lengths(alphas)) > 0  # tokens per second would draft
+    assert p.choose_lengths(alphas, remaining) == [0] * 8
+    for margin in (gain * 1.01, None):
+        keeps = _closed_margin(margin, cost)
+        assert max(keeps.choose_lengths(alphas, remaining)) >= 1, margin
     q = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=16,
                                          draft_length_policy="per_request",
                                          closed_batch_plan=False), cost)
-    assert q.choose_lengths(alphas, [100] * 8) == q.best_lengths(alphas)
+    assert q.choose_lengths(alphas, remaining) == q.best_lengths(alphas)
+
+
+def test_closed_batch_off_margin_is_validated():
+    for bad in (-0.1, 1.5, "0.1", True):
+        with pytest.raises(BassConfigError, match="closed_batch_off_margin"):
+            BassConfig(draft_model="d", closed_batch_off_margin=bad)
+    assert BassConfig(draft_model="d", closed_batch_off_margin=None).closed_batch_off_margin \
+        is None
 
 
 def test_per_request_plan_is_reused_until_an_estimate_moves():

@@ -123,9 +123,13 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self.explore_lengths = False
         self.explore_enabled = bool(bass_config.explore_draft_lengths)
         self.closed_batch_plan = bool(bass_config.closed_batch_plan)
-        # the closed objective turns the batch off too (`sim_policy_ab.py`'s `closedoff`,
-        # session 43: +2% on a dear draft, -2% to +1% on the H100 law; not adopted)
-        self.closed_decides_off = False
+        # the closed objective turns the batch off too, where it expects off to end the
+        # batch at least closed_off_margin sooner than its best drafting length
+        # (BassConfig.closed_batch_off_margin; `sim_policy_ab.py`'s `closedoffX`)
+        margin = getattr(bass_config, "closed_batch_off_margin", None)
+        self.closed_decides_off = margin is not None
+        self.closed_off_margin = float(margin or 0.0)
+        self._closed_off_gain = 0.0  # the last cap's: best drafting time / off's - 1
         self._drafting_since_explore = 0
         self._explorations = 0
 
@@ -213,6 +217,9 @@ class PerRequestDraftLength(DraftLengthPolicy):
         for length, time in zip(lengths.tolist(), times.tolist()):
             if time < best_time * (1.0 - 1e-9):
                 best, best_time = length, time
+        drafting = times[lengths > 0]
+        self._closed_off_gain = (float(drafting.min()) / best_time - 1.0
+                                 if best == 0 and drafting.size else 0.0)
         return best
 
     def lengths_within(self, alphas: list[float], cap: int) -> list[int]:
@@ -393,16 +400,19 @@ class PerRequestDraftLength(DraftLengthPolicy):
         it (BassConfig.uniform_plan_margin; 0: always the ragged optimum)."""
         longest = self.k_max
         closed = self.closed_batch_plan and remaining is not None and len(alphas) >= 2
-        # whether to draft at all stays the token rate's call: the closed objective follows
-        # the lowest acceptance estimate, and noisy estimates of a marginal quarter (a mix's
-        # alpha 0.3) turned whole batches off (H100, session 19: 28% off-steps at batch 8).
+        # drafting at all is first the token rate's call: the closed objective follows the
+        # lowest acceptance estimate, and noisy estimates of a marginal quarter (a mix's
+        # alpha 0.3) turned whole batches off (H100, session 19: 28% off-steps at batch 8);
+        # the closed objective turns a drafting batch off only past closed_off_margin.
         # One length for all is a plan too, so where it beats plain decoding drafting pays
         # without the ragged search (the search is most of a plan's host time)
         if not closed:
             lengths = self.best_lengths(alphas)
         elif self.uniform_pays(alphas) or any(self.best_lengths(alphas)):
             longest = self.closed_batch_cap(alphas, remaining)
-            lengths = ([0] * len(alphas) if self.closed_decides_off and longest == 0
+            off = (self.closed_decides_off and longest == 0
+                   and self._closed_off_gain >= self.closed_off_margin)
+            lengths = ([0] * len(alphas) if off
                        else self.lengths_within(alphas, max(1, longest)))
         else:
             lengths = [0] * len(alphas)
