@@ -561,10 +561,11 @@ PY
   closedoff_ab)  # session 49: the closed objective turns a drafting batch off past its margin
     # (closed_batch_off_margin 0.1, the default) against the batch that keeps drafting (the
     # default before), the mix at batch 128 / 256 (simulated on session 49's H200 law: +3%);
-    # GPU 0 4x1024, GPU 1 8x1024; no plain or vLLM (the call's device time was short)
-    VS_TIMEOUT=${VS_TIMEOUT:-230} pair_preset closedoff_ab "--keep-order --acceptance mix
-      --batches 128,256 --prompt-len 128 --max-tokens 128 --repeats 2 --min-timed-seconds 0
-      --timeout 115 --systems bass_default,bass_closed_keeps_drafting" \
+    # GPU 0 4x1024, GPU 1 8x1024, beside plain and vLLM K=1. Session 49 ran it with 115 s a
+    # system and lost both engines: a fresh machine's first engine compiles for ~2 minutes
+    VS_TIMEOUT=${VS_TIMEOUT:-540} pair_preset closedoff_ab "--keep-order --acceptance mix
+      --batches 128,256 --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0
+      --timeout 170 --systems bass_default,bass_closed_keeps_drafting,plain,vllm_k1" \
       "--drafts 4x1024" "--drafts 8x1024" ;;
   profile13)  # session 11: VS_ARGS slice with --profile-* under vLLM's torch profiler (our
     # record_function scopes on); per-trace summaries come back, the traces themselves not
