@@ -57,6 +57,7 @@
 #   bash scripts/gpu_bench.sh b128_why  # session 49: a batch-128 verification profiled (x2)
 #   bash scripts/gpu_bench.sh measured_window  # session 49: the measured draft step, batch 8 (x2)
 #   bash scripts/gpu_bench.sh closedoff_ab  # session 49: the closed objective's off (x2)
+#   bash scripts/gpu_bench.sh pad_large  # session 49: PAD's tiles at large batch, short contexts
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -567,6 +568,21 @@ PY
       --batches 128,256 --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0
       --timeout 170 --systems bass_default,bass_closed_keeps_drafting,plain,vllm_k1" \
       "--drafts 4x1024" "--drafts 8x1024" ;;
+  pad_large)  # session 49: at batch 128 and ~190 cached tokens our attention read the KV at
+    # ~72% of the copy bandwidth (4.34 ms a step, the profile of b128_why): PAD's tiles,
+    # warps and stages at large batch and short contexts, one query token (off-steps) and
+    # two (one draft), graph-timed against FA3; the kernel GPU tests first
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    timeout 200 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
+      tests/kernels/test_bass_paged_attention.py 2>&1 | tail -8 | tee "$OUT/gpu_tests_pad.txt"
+    for q in 1 2; do
+      timeout "${TUNE_TIMEOUT:-170}" python3 benchmarks/kernels/bench_paged_attention.py \
+        --tune --tune-q $q --out "$OUT" --tune-contexts "${TUNE_CONTEXTS:-128,192,256,384}" \
+        --tune-batches "${TUNE_BATCHES:-64,128,256}" --tune-out "paged_attention_tune_q$q.json" \
+        --pad-variants "${PAD_VARIANTS:-64:4:3,64:4:2,32:4:2,32:2:2,128:8:2,128:4:2,16:2:2}" \
+        2>&1 | tee "$W/tune_q$q.log" | tail -14
+    done
+    pack pad_large ;;
   profile13)  # session 11: VS_ARGS slice with --profile-* under vLLM's torch profiler (our
     # record_function scopes on); per-trace summaries come back, the traces themselves not
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1

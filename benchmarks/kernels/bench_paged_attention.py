@@ -232,7 +232,7 @@ def tune(args, sms, fa3, fa3_sched):
     rows = []
     for ctx in contexts:
         for B in batches:
-            c = Case(cache, B, qlens_for("5", B, rng), ctx, rng.randint(0, 1 << 30))
+            c = Case(cache, B, qlens_for(args.tune_q, B, rng), ctx, rng.randint(0, 1 << 30))
             base = choose_plan(B, HEADS, KV_HEADS, HEAD_SIZE, c.max_q, c.max_s, sms)
             t = {"auto": bench_graph(c.bass_fns(base))}
             if fa3 is not None:
@@ -306,6 +306,8 @@ def main():
     ap.add_argument("--tune-contexts", default="", help="--tune: contexts (comma-separated)")
     ap.add_argument("--tune-batches", default="", help="--tune: batches (comma-separated)")
     ap.add_argument("--tune-out", default="paged_attention_tune.json")
+    ap.add_argument("--tune-q", default="5",
+                    help="--tune: new tokens per sequence (a number, or 'mixed': 2-9)")
     ap.add_argument("--pad-variants", default="",
                     help="--tune: PAD tiles as BLOCK_N:WARPS:STAGES,... (default: PAD_VARIANTS)")
     ap.add_argument("--prefill", action="store_true",
