@@ -95,3 +95,23 @@ def test_a_warm_up_slows_an_engines_first_steps_only(law):
     assert first > 1.3 * second
     assert second == pytest.approx(cold)
     assert law.plain_makespan_ms(batch, tokens, 8) == pytest.approx(cold)
+
+
+def test_the_h200_law_reproduces_session_49s_step_medians(law):
+    """`--h200-law` stands for session 49's call-1 trace (the mix, 4x1024, BASS on our
+    attention): step medians by batch and longest draft, with the verified tokens of those
+    steps. The law must land within 12% of each (its fit's median residual is 0.9 ms), and
+    one draft at batch 128 must cost it what it cost the engine, ~1.6x an off-step: the
+    closed objective's off (closed_batch_off_margin) was simulated on it."""
+    law.H200_LAW[0] = True
+    measured = {  # (batch, longest draft, mean verified tokens): median ms of the trace
+        (64, 0, 22): 6.51, (64, 1, 69): 9.17, (64, 2, 116): 10.25, (128, 0, 4): 8.25,
+        (128, 1, 126): 13.37, (128, 2, 209): 16.22, (256, 0, 6): 14.01, (256, 1, 240): 21.97,
+        (256, 2, 443): 24.49, (32, 2, 67): 7.65}
+    for (batch, drafts, verified), ms in measured.items():
+        assert law.h100_step_ms(batch, drafts, verified) == pytest.approx(ms, rel=0.12), (
+            batch, drafts)
+    ratio = law.h100_step_ms(128, 1, 128) / law.h100_step_ms(128, 0, 0)
+    assert 1.45 <= ratio <= 1.75
+    law.H200_LAW[0] = False
+    assert law.h100_step_ms(128, 0, 0) == pytest.approx(5.68 + 0.049 * 128)

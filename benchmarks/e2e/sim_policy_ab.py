@@ -26,7 +26,8 @@ default, and its first pass at Y, 0.05), `default`. (Session 40's dropped `probe
 probes of N drafts, needed a policy hook: git history at ba0ce8e.)
 `oracle` (session 43: the law's own costs in place of the fit), `closedoff` (session 43, not
 adopted: a closed batch's `closed_batch_cap` may turn the batch off too; `closedoffX`,
-session 49: where off is expected X sooner than drafting), `A+B` (both).
+session 49: where off is expected X sooner than drafting; the default since with X = 0.1;
+`closedkeep`: the token rate alone turns a batch off, as before), `A+B` (both).
 (Session 43's `unbounded`, against plans held within 2 of the longest draft the cost fit
 was solved with, lives in git history at b708583; not adopted.)
 (Session 43's `freeswitch`, an async off-step that verifies drafts without a draft pass, is
@@ -141,9 +142,12 @@ def _configure_part(variant: str, sched) -> None:
             for rows in (1, 2, 4, 8, 16, 32, 64, 128, 256)})
     elif variant.startswith("closedoff"):  # a closed batch's cap decides drafting at all
         # (session 43); closedoffX (session 49): only where off is expected to end the batch
-        # X sooner than its best drafting length
+        # X sooner than its best drafting length (the default since: X = 0.1)
         sched.bass_policy.closed_decides_off = True
         sched.bass_policy.closed_off_margin = float(variant[len("closedoff"):] or 0.0)
+    elif variant == "closedkeep":  # closed_batch_off_margin None: drafting at all is the
+        # token rate's call alone (the default before session 49)
+        sched.bass_policy.closed_decides_off = False
     elif (variant != "default" and not variant.startswith("confident")
           and variant not in REPLAN_VARIANTS):
         raise SystemExit(f"unknown variant {variant!r}")
