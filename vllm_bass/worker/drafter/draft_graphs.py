@@ -33,6 +33,19 @@ import torch
 logger = logging.getLogger("vllm.bass")
 
 
+def measures_replays(parallel_config) -> bool:
+    """Whether the captured step graphs are timed at start-up for the policy's draft-step
+    price (VLLM_BASS_MEASURED_DRAFT_STEP, on by default since session 49): on a single rank
+    only. Under tensor or pipeline parallelism a replay holds collectives, and a rank whose
+    timing failed would leave the others waiting in theirs; there the fit alone prices a
+    draft step, as before session 49 (measured on one GPU only)."""
+    from vllm_bass import envs
+
+    return (envs.flag("VLLM_BASS_MEASURED_DRAFT_STEP")
+            and getattr(parallel_config, "tensor_parallel_size", 1) == 1
+            and getattr(parallel_config, "pipeline_parallel_size", 1) == 1)
+
+
 class DraftStepGraphs:
     """Persistent inputs and captured graphs of the drafter's one-token step."""
 
@@ -186,9 +199,7 @@ class DraftStepGraphs:
                     self.graphs[rows] = graph
                 torch.cuda.synchronize()
             self.graphs = dict(sorted(self.graphs.items()))  # padded_rows: smallest first
-            from vllm_bass import envs
-
-            if envs.flag("VLLM_BASS_MEASURED_DRAFT_STEP"):
+            if measures_replays(d.vllm_config.parallel_config):
                 self.replay_seconds = self._timed_or_none()
         finally:
             capturing_uniform_batch.reset(uniform)
