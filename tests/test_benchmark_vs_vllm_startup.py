@@ -2,6 +2,8 @@
 start-up by phase, read from its log, so an engine cut before its rows still reports one
 (session 35: vLLM K=3's start-up was read off its log by hand)."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from benchmarks.e2e import vs_vllm
@@ -51,3 +53,14 @@ def test_the_report_lists_an_engine_that_wrote_no_rows():
     assert "empty torch.compile caches" in lines[1]
     row = [line for line in lines if line.startswith("| vllm_k3 |")]
     assert row == ["| vllm_k3 | 4x1024 | — | 70 | 31 | 16 | 16 (2.7) | 3 | 1 | — | — |"]
+
+
+def test_the_calls_first_engine_gets_more_time_to_compile():
+    """The first engine compiles the models that the later ones load from torch.compile's
+    cache: session 49's call gave every engine 115 s, and a fresh machine's first engine,
+    still capturing graphs then, was killed (so was the call's second, by the call's
+    limit)."""
+    args = SimpleNamespace(timeout=170.0, first_timeout_extra=90.0)
+    assert vs_vllm.system_timeout(0, args) == 260.0
+    assert vs_vllm.system_timeout(1, args) == 170.0
+    assert vs_vllm.system_timeout(5, args) == 170.0

@@ -553,7 +553,16 @@ def engine_system(system: str) -> str:
     return system.split("@", 1)[0]
 
 
-def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> dict:
+def system_timeout(engines_before: int, args) -> float:
+    """Seconds an engine may take, start-up included: the call's first engine compiles
+    the models that later engines load from torch.compile's cache (~2 minutes on a fresh
+    machine), so it gets --first-timeout-extra more (session 49 lost both engines of a call
+    to 115 s a system)."""
+    return args.timeout + (args.first_timeout_extra if engines_before == 0 else 0.0)
+
+
+def run_system(system: str, draft: str, folders: dict, args, log_dir: Path,
+               timeout: float | None = None) -> dict:
     config = engine_system(system)
     # 2048 at least: BASS's largest CUDA-graph size (1536) stays within the context (with a
     # context shorter than the largest capture size, the BASS engines crashed in vLLM's
@@ -593,7 +602,7 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path) -> d
                                      str(out_path)], cwd=REPO, env=env, stdout=fh,
                                     stderr=subprocess.STDOUT, start_new_session=True)
             try:
-                rc = proc.wait(timeout=args.timeout)
+                rc = proc.wait(timeout=args.timeout if timeout is None else timeout)
             except subprocess.TimeoutExpired:
                 # the whole group (the engine core included) goes, and the next system
                 # still runs; rows the child wrote before its shutdown hung are kept
@@ -915,7 +924,11 @@ def main() -> None:
     p.add_argument("--batches", default="1,8,32,64,128,256")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--prompt-len", type=int, default=128)
-    p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--timeout", type=float, default=900,
+                   help="seconds an engine may take, start-up included")
+    p.add_argument("--first-timeout-extra", type=float, default=90,
+                   help="more seconds for the call's first engine (it compiles the models "
+                   "for the later ones)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--min-timed-seconds", type=float, default=3.0,
                    help="more repeats (up to MAX_REPEATS) where a run is short, so that a "
@@ -978,13 +991,15 @@ def main() -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
             folders = model_folders(Path(tmp), sorted(set(args.drafts.split(",")) | {"4x1024"}))
+            engines = 0
             for system in run_order(args.systems.split(","), args.keep_order):
                 for draft in (args.drafts.split(",")
                               if engine_system(system) not in PLAIN_SYSTEMS
                               else ["-"]):
                     t0 = time.perf_counter()
                     res = run_system(system, draft if draft != "-" else "4x1024", folders,
-                                     args, log_dir)
+                                     args, log_dir, system_timeout(engines, args))
+                    engines += 1
                     kernels = res.get("startup_kernels") or {}
                     for r in res["rows"]:
                         r.update(system=system, draft=draft,
