@@ -145,11 +145,6 @@ def _configure_part(variant: str, sched) -> None:
         # X sooner than its best drafting length (the default since: X = 0.1)
         sched.bass_policy.closed_decides_off = True
         sched.bass_policy.closed_off_margin = float(variant[len("closedoff"):] or 0.0)
-    elif variant == "pinned":  # session 49: while a bucket's draft lengths have not
-        # varied, its draft step costs the measured time exactly (with `measured`)
-        sched.bass_costs.pin_unvaried = True
-        for fit in sched.bass_costs.fits.values():
-            fit.theta = None
     elif variant == "closedkeep":  # closed_batch_off_margin None: drafting at all is the
         # token rate's call alone (the default before session 49)
         sched.bass_policy.closed_decides_off = False

@@ -278,10 +278,6 @@ class StepCostEstimator:
         # bucket -> seconds: a draft step's GPU time measured at start-up (`measured_draft_
         # steps`); the fit's draft step costs at least that much
         self.measured_draft_step: dict[int, float] = {}
-        # True: while a bucket's drafting steps have not varied in length (`_varied`), its
-        # draft step costs the measured time exactly, not at least (the rest of a drafting
-        # step then goes to the first pass and the verified tokens); sim_policy_ab `pinned`
-        self.pin_unvaried = False
         self.outliers = 0  # steps left out as one-time stalls at the last solves
         self._observed = 0
         self._share_line: tuple[int, float, float] | None = None  # (at _observed, a0, c)
@@ -358,30 +354,16 @@ class StepCostEstimator:
         every = RESOLVE_EVERY_SETTLED if fit.weight >= SETTLED_WEIGHT else RESOLVE_EVERY
         if (fit.theta is None or fit.unsolved >= every
                 or (fit.unsolved and fit.weight < 2 * self.min_weight)):
-            measured = self.measured_draft_step.get(fit.bucket, 0.0)
-            fit.theta = self._solve(fit, measured, pin=bool(
-                measured and self.pin_unvaried and not self._varied(fit)))
+            fit.theta = self._solve(fit, self.measured_draft_step.get(fit.bucket, 0.0))
             fit.unsolved = 0
         return fit.theta
 
-    @staticmethod
-    def _varied(fit: _Fit) -> bool:
-        """The bucket's recent drafting steps (at least MIN_DRAFTING_WEIGHT, decayed) varied
-        in length (standard deviation LENGTH_SPREAD or more): only then can the fit tell a
-        further draft step's cost from the first pass's."""
-        if fit.draft_weight < MIN_DRAFTING_WEIGHT:
-            return False
-        mean = fit.draft_steps_sum / fit.draft_weight
-        variance = fit.draft_steps_squares / fit.draft_weight - mean * mean
-        return math.sqrt(max(variance, 0.0)) >= LENGTH_SPREAD
-
-    def _solve(self, fit: _Fit, draft_step_floor_s: float = 0.0,
-               pin: bool = False) -> np.ndarray:
+    def _solve(self, fit: _Fit, draft_step_floor_s: float = 0.0) -> np.ndarray:
         """Exponentially weighted ridge least squares over the window's steps minus the
         stalls, pulled toward the prior's shape scaled to the off-steps' mean time (to every
         step's where the window holds no off-step). `draft_step_floor_s`: the draft step
         costs at least that (a measured time): fitted as that plus a non-negative rest, so
-        the other costs are fitted knowing it; `pin`: exactly that (no rest fitted)."""
+        the other costs are fitted knowing it."""
         p = self.prior
         shape = np.array([p.base, p.draft_pass, p.per_draft_step, p.per_verify_token,
                           PRIOR_OTHER_TOKEN * p.base, PER_REQUEST_SLOPE_PRIOR * p.base,
@@ -395,9 +377,6 @@ class StepCostEstimator:
             shape[5] = 0.0
         if not self.one_draft_term:
             xs[:, 6] = 0.0
-        if pin:
-            xs[:, 2] = 0.0
-            shape[2] = 0.0
         w = self.forget ** np.arange(len(ys) - 1, -1, -1, dtype=np.float64)
         # a step with prefill tokens weighs as its relative error would, once longer than
         # the median step without: a step's scatter grows with its length, and a few
