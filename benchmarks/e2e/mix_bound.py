@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from benchmarks.e2e import sim_closed_batch  # noqa: E402
 from benchmarks.e2e.sim_closed_batch import MIX_PATTERN, h100_step_ms  # noqa: E402
 
 
@@ -45,8 +46,11 @@ def main() -> None:
     ap.add_argument("--batches", default="8,32,64,128,256")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--h200-law", action="store_true",
+                    help="session 49's H200 law (sim_closed_batch.H200_LAW)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    sim_closed_batch.H200_LAW[0] = args.h200_law
     rows = []
     for batch in (int(b) for b in args.batches.split(",")):
         alphas = [MIX_PATTERN[i % 4] for i in range(batch)]
@@ -67,7 +71,8 @@ def main() -> None:
               + " ".join(f"K{k} {v:.3f}x" for k, v in uniform.items())
               + f"; best / K3 {rows[-1]['best_vs_uniform_k3']:.3f}", flush=True)
     if args.out:
-        Path(args.out).write_text(json.dumps({"step_law": "sim_closed_batch.h100_step_ms",
+        Path(args.out).write_text(json.dumps({"step_law": "sim_closed_batch." + (
+            "h200_step_ms" if args.h200_law else "h100_step_ms"),
                                               "mix": list(MIX_PATTERN), "rows": rows},
                                              indent=1))
 
