@@ -44,10 +44,6 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
         "1", "0: the policy's step-cost fit prices a draft step from step timings alone, "
              "not at least at the draft step graph's time measured at start-up (the default "
              "since session 49; A/B measurements)"),
-    "VLLM_BASS_CLOSED_PLAN": (
-        "", "groups: a drafting closed batch gives each group of requests (by acceptance "
-            "estimate) its own draft length, searched for the batch's end, not ragged "
-            "lengths within one cap (session 49, simulated; A/B measurements)"),
     "VLLM_BASS_PREFILL_FA3": (
         "1", "0: our attention backend runs prefill steps (a query of 64+ tokens) with its own "
              "kernels too, not FA3's (A/B measurements)"),

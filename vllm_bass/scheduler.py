@@ -265,10 +265,7 @@ class BassScheduler(Scheduler):
         if self.bass_config is None:
             raise RuntimeError("BassScheduler started without additional_config['bass']; use "
                                "--spec-worker bass or speculative_config={'method': 'bass'}")
-        policy = make_policy(self.bass_config)
-        if hasattr(policy, "closed_groups"):  # an A/B aid (per_request.closed_group_lengths)
-            policy.closed_groups = envs.get("VLLM_BASS_CLOSED_PLAN").strip() == "groups"
-        self.bass_policy = with_test_off_cycle(policy, os.environ)
+        self.bass_policy = with_test_off_cycle(make_policy(self.bass_config), os.environ)
         # the plan whose drafts are being produced (verified by the next scheduled step)
         self.bass_plan = DraftPlan(self.num_spec_tokens)
         self._bass_known_reqs: set[str] = set()

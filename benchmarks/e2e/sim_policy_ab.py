@@ -145,9 +145,6 @@ def _configure_part(variant: str, sched) -> None:
         # X sooner than its best drafting length (the default since: X = 0.1)
         sched.bass_policy.closed_decides_off = True
         sched.bass_policy.closed_off_margin = float(variant[len("closedoff"):] or 0.0)
-    elif variant == "groups":  # session 49: a drafting closed batch's lengths per group
-        # of requests (VLLM_BASS_CLOSED_PLAN=groups)
-        sched.bass_policy.closed_groups = True
     elif variant == "closedkeep":  # closed_batch_off_margin None: drafting at all is the
         # token rate's call alone (the default before session 49)
         sched.bass_policy.closed_decides_off = False

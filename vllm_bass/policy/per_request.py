@@ -56,11 +56,6 @@ EXPLORE_INTERVAL = 8
 # again: 78-94% of the steps planned afresh in the closed-batch simulation (128 tokens,
 # batch 4-64, alpha 0.4 / the mix), 56-94% with these bounds (the rest: requests that
 # finish, a closed batch's end).
-# closed_groups (an A/B aid, VLLM_BASS_CLOSED_PLAN=groups): a closed batch's requests in at
-# most CLOSED_GROUPS groups by acceptance estimate, each group its own length, searched by
-# CLOSED_GROUP_PASSES rounds of coordinate descent over the groups
-CLOSED_GROUPS = 4
-CLOSED_GROUP_PASSES = 2
 REPLAN_ALPHA_CHANGE = 0.12
 REPLAN_MEAN_CHANGE = 0.03
 REPLAN_EVERY = 8
@@ -135,11 +130,6 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self.closed_decides_off = margin is not None
         self.closed_off_margin = float(margin or 0.0)
         self._closed_off_gain = 0.0  # the last cap's: best drafting time / off's - 1
-        # a drafting closed batch: each group of requests (by estimate) its own length, the
-        # lengths minimising the batch's expected remaining time (`closed_group_lengths`),
-        # not the ragged lengths within one cap (session 49: simulated, opt-in; the
-        # scheduler sets it from VLLM_BASS_CLOSED_PLAN)
-        self.closed_groups = False
         self._drafting_since_explore = 0
         self._explorations = 0
 
@@ -231,72 +221,6 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self._closed_off_gain = (float(drafting.min()) / best_time - 1.0
                                  if best == 0 and drafting.size else 0.0)
         return best
-
-    def closed_remaining_times(self, alphas: list[float], remaining: list[int],
-                               plans: np.ndarray) -> np.ndarray:
-        """Expected remaining time of a closed batch under each plan of per-request
-        lengths (rows of `plans`, [C, n]), every request keeping its length: the requests
-        finish in the order of their expected steps s_i; between two finishes a step costs
-        the cost model's time for the longest draft and the drafts of those still running,
-        its plain part scaled by the running share (1 - phi + phi * alive / n)."""
-        plans = np.asarray(plans, dtype=np.int64)
-        n = plans.shape[1]
-        alpha = np.clip(np.asarray(alphas, dtype=np.float64), 0.0, 0.999)
-        rem = np.maximum(np.asarray(remaining, dtype=np.float64), 1.0)
-        steps = rem * (1.0 - alpha) / (1.0 - alpha ** (plans + 1))
-        order = np.argsort(steps, axis=1, kind="stable")
-        s = np.take_along_axis(steps, order, axis=1)
-        lengths = np.take_along_axis(plans, order, axis=1)
-        # the requests still running in segment k are the sorted ones k..n-1
-        longest = np.maximum.accumulate(lengths[:, ::-1], axis=1)[:, ::-1]
-        drafts = np.cumsum(lengths[:, ::-1], axis=1)[:, ::-1]
-        phi = min(max(float(self.per_request_share), 0.0), 1.0)
-        alive = (n - np.arange(n)) / n
-        step = self.cost.times_for(longest, drafts) - self.cost.base * phi * (1.0 - alive)
-        return (np.diff(s, axis=1, prepend=0.0) * step).sum(axis=1)
-
-    def closed_group_lengths(self, alphas: list[float], remaining: list[int],
-                             start: int) -> list[int]:
-        """A drafting closed batch's lengths, one per group of requests by estimate (at
-        most CLOSED_GROUPS, by rank), by coordinate descent from `start` for all on the
-        batch's expected remaining time (`closed_remaining_times`). One cap for all drafts
-        the fast requests as short as the slow ones need: on session 49's H200 law the mix
-        ends soonest with its alpha-0.9 half drafting 4-8 and the rest 0-2
-        (`mix_bound.py`). Never all zeros (off is the cap's call), within the token budget."""
-        n = len(alphas)
-        rank = np.argsort(np.argsort(-np.asarray(alphas, dtype=np.float64), kind="stable"),
-                          kind="stable")
-        groups = min(CLOSED_GROUPS, n)
-        group_of = rank * groups // n
-        low = self.min_length
-        room = self._draft_room(n)
-        per_group = np.full(groups, max(low, min(start, self.k_max)), dtype=np.int64)
-        candidates = np.arange(low, self.k_max + 1)
-        best_time = math.inf
-        for _ in range(CLOSED_GROUP_PASSES):
-            moved = False
-            for g in range(groups):
-                trial = np.repeat(per_group[None, :], len(candidates), axis=0)
-                trial[:, g] = candidates
-                plans = trial[:, group_of]
-                ok = plans.max(axis=1) > 0
-                if room is not None:
-                    ok &= plans.sum(axis=1) <= room
-                if not ok.any():
-                    continue
-                times = np.where(ok, self.closed_remaining_times(alphas, remaining, plans),
-                                 math.inf)
-                i = int(np.argmin(times))
-                if times[i] < best_time * (1.0 - 1e-9):
-                    best_time = float(times[i])
-                    moved |= int(candidates[i]) != int(per_group[g])
-                    per_group[g] = candidates[i]
-            if not moved:
-                break
-        lengths = per_group[group_of]
-        if not lengths.any():  # nothing fit the budget: the cap's ragged plan
-            return self.lengths_within(alphas, max(1, start))
-        return [int(x) for x in lengths]
 
     def lengths_within(self, alphas: list[float], cap: int) -> list[int]:
         """Ragged lengths under a longest draft of `cap`: each sequence drafts the positions
@@ -488,12 +412,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
             longest = self.closed_batch_cap(alphas, remaining)
             off = (self.closed_decides_off and longest == 0
                    and self._closed_off_gain >= self.closed_off_margin)
-            if off:
-                lengths = [0] * len(alphas)
-            elif self.closed_groups:
-                lengths = self.closed_group_lengths(alphas, remaining, max(1, longest))
-            else:
-                lengths = self.lengths_within(alphas, max(1, longest))
+            lengths = ([0] * len(alphas) if off
+                       else self.lengths_within(alphas, max(1, longest)))
         else:
             lengths = [0] * len(alphas)
         ragged = [max(self.min_length, n) for n in lengths]
