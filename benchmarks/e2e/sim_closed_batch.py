@@ -112,7 +112,8 @@ ONE_DRAFT_PREMIUM_MS = [0.0]
 # off-step 4.15 ms + 0.0378 ms per request (plain vLLM's FA3 decode step is dearer: 10.2
 # against 8.3 ms at batch 128, session 49's profile); drafting at all 0.69 + 0.0205 ms per
 # request; each draft step 0.165 ms; a verified draft token 0.003 ms while the step's decode
-# tokens stay within H200_KNEE_TOKENS (the GEMMs weight-bound), 0.0126 ms past it
+# tokens stay within H200_KNEE_TOKENS (the GEMMs weight-bound; past a batch of more requests
+# than that, every verified token is past it), 0.0126 ms past it
 # (compute-bound: a batch-128 one-draft step's target forward 1.4 ms more GEMM than an
 # off-step's, the profile). The other switches but DRAFT_COST_SCALE do not apply.
 H200_LAW = [False]

@@ -141,10 +141,11 @@ EXTRA_SYSTEMS[f"bass_default{FIRST_PASS_AB}"] = {}
 # no burst window (vLLM's own arrival handling: a burst's first step prefills what has
 # arrived; patches/engine_core_burst_window.py), for the default and fixed K=5 / 6
 EXTRA_SYSTEMS["bass_noburst"] = {"burst_window_ms": 0.0}
-# the closed objective never turns a drafting batch off (before session 49)
-EXTRA_SYSTEMS["bass_closed_keeps_drafting"] = {"closed_batch_off_margin": None}
 EXTRA_SYSTEMS.update({f"{name}_noburst": {**EXTRA_SYSTEMS[name], "burst_window_ms": 0.0}
                       for name in ("bass_fixed5", "bass_fixed6")})
+# the closed objective never turns a drafting batch off (closed_batch_off_margin None: the
+# token rate alone decides, as before session 49)
+EXTRA_SYSTEMS["bass_closed_keeps_drafting"] = {"closed_batch_off_margin": None}
 # BASS that drafts once and is then off for good (the test aid's forced off-cycle): what
 # BASS's off-steps cost against plain decoding, the floor auto-off falls back to
 EXTRA_SYSTEMS["bass_off"] = {}
