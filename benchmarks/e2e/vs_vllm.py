@@ -563,7 +563,7 @@ def system_timeout(engines_before: int, args) -> float:
 
 
 def run_system(system: str, draft: str, folders: dict, args, log_dir: Path,
-               timeout: float | None = None) -> dict:
+               timeout: float) -> dict:
     config = engine_system(system)
     # 2048 at least: BASS's largest CUDA-graph size (1536) stays within the context (with a
     # context shorter than the largest capture size, the BASS engines crashed in vLLM's
@@ -603,7 +603,7 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path,
                                      str(out_path)], cwd=REPO, env=env, stdout=fh,
                                     stderr=subprocess.STDOUT, start_new_session=True)
             try:
-                rc = proc.wait(timeout=args.timeout if timeout is None else timeout)
+                rc = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 # the whole group (the engine core included) goes, and the next system
                 # still runs; rows the child wrote before its shutdown hung are kept

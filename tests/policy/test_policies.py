@@ -405,7 +405,8 @@ def test_the_closed_plan_turns_a_drafting_batch_off_only_past_its_margin():
     assert gain > default  # off ends this batch sooner by more than the default margin
     p = _closed_margin(default, cost)
     assert p.closed_batch_cap(alphas, remaining) == 0
-    assert p._closed_off_gain == pytest.approx(gain, rel=1e-6)
+    cap, off_gain = p.closed_batch_choice(alphas, remaining)
+    assert cap == 0 and off_gain == pytest.approx(gain, rel=1e-6)
     assert max(p.best_lengths(alphas)) > 0  # tokens per second would draft
     assert p.choose_lengths(alphas, remaining) == [0] * 8
     for margin in (gain * 1.01, None):

@@ -129,7 +129,6 @@ class PerRequestDraftLength(DraftLengthPolicy):
         margin = getattr(bass_config, "closed_batch_off_margin", None)
         self.closed_decides_off = margin is not None
         self.closed_off_margin = float(margin or 0.0)
-        self._closed_off_gain = 0.0  # the last cap's: best drafting time / off's - 1
         self._drafting_since_explore = 0
         self._explorations = 0
 
@@ -189,7 +188,14 @@ class PerRequestDraftLength(DraftLengthPolicy):
         return longer
 
     def closed_batch_cap(self, alphas: list[float], remaining: list[int]) -> int:
-        """The longest draft L (0: off) of a closed batch: the L that minimises the batch's
+        """The longest draft L (0: off) of a closed batch (`closed_batch_choice`)."""
+        return self.closed_batch_choice(alphas, remaining)[0]
+
+    def closed_batch_choice(self, alphas: list[float],
+                            remaining: list[int]) -> tuple[int, float]:
+        """The closed batch's cap and, where it is 0, how much longer its best drafting
+        length is expected to take (best drafting time / off's - 1; else 0).
+        The cap is the longest draft L (0: off) that minimises the batch's
         expected remaining time if every request drafted L tokens from now on,
             T(L) * sum_k (s_(k) - s_(k-1)) * (1 - phi + phi * alive_k / n),
         s_i = remaining_i / (expected tokens per step of request i at L), sorted; phi the
@@ -218,9 +224,9 @@ class PerRequestDraftLength(DraftLengthPolicy):
             if time < best_time * (1.0 - 1e-9):
                 best, best_time = length, time
         drafting = times[lengths > 0]
-        self._closed_off_gain = (float(drafting.min()) / best_time - 1.0
-                                 if best == 0 and drafting.size else 0.0)
-        return best
+        off_gain = (float(drafting.min()) / best_time - 1.0
+                    if best == 0 and drafting.size else 0.0)
+        return best, off_gain
 
     def lengths_within(self, alphas: list[float], cap: int) -> list[int]:
         """Ragged lengths under a longest draft of `cap`: each sequence drafts the positions
@@ -409,9 +415,9 @@ class PerRequestDraftLength(DraftLengthPolicy):
         if not closed:
             lengths = self.best_lengths(alphas)
         elif self.uniform_pays(alphas) or any(self.best_lengths(alphas)):
-            longest = self.closed_batch_cap(alphas, remaining)
+            longest, off_gain = self.closed_batch_choice(alphas, remaining)
             off = (self.closed_decides_off and longest == 0
-                   and self._closed_off_gain >= self.closed_off_margin)
+                   and off_gain >= self.closed_off_margin)
             lengths = ([0] * len(alphas) if off
                        else self.lengths_within(alphas, max(1, longest)))
         else:
