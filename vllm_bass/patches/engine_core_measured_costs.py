@@ -1,14 +1,14 @@
 """Patch: `EngineCore._initialize_kv_caches` (vllm/v1/engine/core.py).
 
-What: after vLLM's own work (memory profile, KV caches, graph capture), a BASS engine with
-VLLM_BASS_MEASURED_DRAFT_STEP=1 asks
-its workers (`collective_rpc("bass_measured_draft_steps")`) for a draft step's measured
+What: after vLLM's own work (memory profile, KV caches, graph capture), a BASS engine whose
+workers time their draft-step graphs (`draft_graphs.measures_replays`: one rank, and
+VLLM_BASS_MEASURED_DRAFT_STEP not 0) asks its workers (`collective_rpc("bass_measured_draft_steps")`) for a draft step's measured
 time by batch size and hands it to the scheduler, which EngineCore builds next
 (`vllm_bass.scheduler.stash_measured_draft_steps`).
 Why: the scheduler's step-cost fit cannot price a draft step from scattered step periods
 (session 46: 0.02 ms fitted at batch 8 against ~0.1 ms measured); the workers time their
 captured draft-step graphs at start-up, and the scheduler has no other way to reach them.
-Any executor (one process, multiprocessing, Ray): the slowest rank's time per size.
+Any executor (one process, multiprocessing, Ray) of one rank.
 When it can go: when vLLM passes worker-side measurements to the scheduler (or the
 scheduler gets an executor handle).
 """
@@ -43,10 +43,10 @@ def apply() -> None:
             kv_cache_config = original(self, vllm_config)
             from vllm_bass.config import bass_config_from_vllm
 
-            from vllm_bass import envs
+            from vllm_bass.worker.drafter.draft_graphs import measures_replays
 
             if (bass_config_from_vllm(vllm_config) is not None
-                    and envs.flag("VLLM_BASS_MEASURED_DRAFT_STEP")):
+                    and measures_replays(vllm_config.parallel_config)):
                 from vllm_bass.scheduler import stash_measured_draft_steps
 
                 try:
