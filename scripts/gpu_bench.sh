@@ -58,6 +58,7 @@
 #   bash scripts/gpu_bench.sh measured_window  # session 49: the measured draft step, batch 8 (x2)
 #   bash scripts/gpu_bench.sh closedoff_ab  # session 49: the closed objective's off (x2)
 #   bash scripts/gpu_bench.sh pad_large  # session 49: PAD's tiles at large batch, short contexts
+#   bash scripts/gpu_bench.sh crit4_pad  # session 50: criteria 1/3/4 at batch 1-32; pad_large (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -68,7 +69,7 @@
 #                                       # then the engine tests outside the engine part
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
-W=/tmp/gpu_bench
+W=${GPU_BENCH_W:-/tmp/gpu_bench}  # a nested run (a pair slice) takes its own
 mkdir -p "$OUT" "$W"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
@@ -568,6 +569,16 @@ PY
       --batches 128,256 --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0
       --timeout 170 --systems bass_default,bass_closed_keeps_drafting,plain,vllm_k1" \
       "--drafts 4x1024" "--drafts 8x1024" ;;
+  crit4_pad)  # session 50: the two new defaults (the measured draft-step price, the closed
+    # objective's off) on a GPU. GPU 0: criteria 1 / 3 / 4, 4x1024, alpha 0.8 / 0.6, batch
+    # 1 / 8 / 32 beside plain and vLLM K=3 / 5 / 7. GPU 1: pad_large (its own W and OUT)
+    VS_TIMEOUT=${VS_TIMEOUT:-540} PAIR0_ARGS="--systems plain,bass_default,vllm_k3,vllm_k5,vllm_k7
+      --keep-order --drafts 4x1024 --acceptance 0.8,0.6 --batches 8,1,32 --prompt-len 128
+      --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 170" \
+      PAIR1_CMD="env OUT=$W/pad GPU_BENCH_W=/tmp/gpu_bench_pad bash scripts/gpu_bench.sh
+      pad_large" run_pair
+    cp "$W"/pad/*.json "$W"/pad/*.txt "$OUT/" 2>/dev/null
+    pack crit4_pad ;;
   pad_large)  # session 49: at batch 128 and ~190 cached tokens our attention read the KV at
     # ~72% of the copy bandwidth (4.34 ms a step, the profile of b128_why): PAD's tiles,
     # warps and stages at large batch and short contexts, one query token (off-steps) and
