@@ -566,7 +566,7 @@ PY
     # GPU 0 4x1024, GPU 1 8x1024, beside plain and vLLM K=1. Session 49 ran it with 115 s a
     # system and lost both engines: a fresh machine's first engine compiles for ~2 minutes
     VS_TIMEOUT=${VS_TIMEOUT:-540} pair_preset closedoff_ab "--keep-order --acceptance mix
-      --batches 128,256 --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0
+      --batches ${CLOSEDOFF_BATCHES:-128,256} --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0
       --timeout 170 --systems bass_default,bass_closed_keeps_drafting,plain,vllm_k1" \
       "--drafts 4x1024" "--drafts 8x1024" ;;
   crit4_pad)  # session 50: the two new defaults (the measured draft-step price, the closed
