@@ -142,6 +142,9 @@ run_pair() {  # PAIR0_ARGS / PAIR1_ARGS: two vs_vllm.py slices at once, one a GP
 utilization.gpu,clocks_throttle_reasons.active --format=csv,noheader -lms 250 \
     > "$W/gpu_clocks.csv" 2>&1 &
   local clocks_pid=$!
+  # wall and monotonic time once: the step traces' perf_counter starts against the clock log
+  # (benchmarks/e2e/gpu_clocks_summary.py --runner ... --clock-offset)
+  python3 -c "import time; print(time.time(), time.monotonic())" > "$W/clock_offset.txt"
   local -a pair_pids=()
   lscpu -e=CPU,CORE,SOCKET > "$W/cpu_topology.txt" 2>&1  # are the two halves siblings?
   half=$(( $(nproc) / 2 ))

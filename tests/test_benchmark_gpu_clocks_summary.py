@@ -28,3 +28,30 @@ def test_busy_samples_power_capped_share_and_clocks(tmp_path):
     assert gpu0["sm_clock_mhz"]["min"] == 1500 and gpu0["sm_clock_mhz"]["max"] == 1980
     assert gpu0["sm_clock_mhz"]["median"] == 1800
     assert s["1"]["power_capped_share"] == 0.0 and s["1"]["power_w"]["median"] == 300.0
+
+
+def test_forward_gpu_time_split_by_the_nearest_clock_sample(tmp_path):
+    from benchmarks.e2e.gpu_clocks_summary import forward_by_clock, wall_seconds
+
+    log = tmp_path / "gpu_clocks.csv"
+    # GPU 1 at 1980 MHz for the first second, 1500 MHz for the next; GPU 0 ignored
+    samples = [f"2026/11/30 13:00:00.{ms:03d}, 1, 1980 MHz, 3201 MHz, 500 W, 50, 90 %, 0x0"
+               for ms in range(0, 1000, 250)]
+    samples += [f"2026/11/30 13:00:01.{ms:03d}, 1, 1500 MHz, 3201 MHz, 700 W, 55, 99 %, 0x4"
+                for ms in range(0, 1000, 250)]
+    samples += ["2026/11/30 13:00:01.000, 0, 1980 MHz, 3201 MHz, 100 W, 40, 90 %, 0x0"]
+    log.write_text("\n".join(samples) + "\n")
+    wall0 = wall_seconds("2026/11/30 13:00:00.000")
+    mono0 = 100.0  # the trace's clock: 100 s monotonic is wall0
+    runner = tmp_path / "t.csv.runner"
+    rows = []
+    for i in range(16):  # 32 requests, one draft: 5 ms when fast, 7 ms when slow
+        t = mono0 + 0.05 + i * 0.12
+        ms = 5.0 if t - mono0 < 0.875 else 7.0  # nearest sample: 0.75 s or 1.0 s
+        rows.append(f"{t:.3f},32,2,2.0,0.5,1.0,{ms},0.05,0.4,2,2.0,0.5,1.0")
+    rows.append(f"{mono0 + 50:.3f},32,2,2.0,0.5,1.0,9.0,0.05,0.4,2,2.0,0.5,1.0")  # no sample near
+    runner.write_text("\n".join(rows) + "\n")
+    (shape,) = forward_by_clock(log, "1", runner, wall0 - mono0)
+    assert shape["requests"] == 32 and shape["verified_length"] == 2
+    assert shape["high_clock_steps"] == 7 and shape["high_clock_forward_gpu_ms"] == 5.0
+    assert shape["low_clock_steps"] == 9 and shape["low_clock_forward_gpu_ms"] == 7.0
