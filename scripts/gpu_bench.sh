@@ -59,6 +59,7 @@
 #   bash scripts/gpu_bench.sh closedoff_ab  # session 49: the closed objective's off (x2)
 #   bash scripts/gpu_bench.sh pad_large  # session 49: PAD's tiles at large batch, short contexts
 #   bash scripts/gpu_bench.sh crit4_pad  # session 50: criteria 1/3/4 at batch 1-32; pad_large (x2)
+#   bash scripts/gpu_bench.sh clock_gap  # session 50: batch 32's draft premium by SM clock (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -170,6 +171,13 @@ utilization.gpu,clocks_throttle_reasons.active --format=csv,noheader -lms 250 \
     ls "$W/traces$i"/bass_default_*.csv > /dev/null 2>&1 && python3 \
       benchmarks/e2e/plan_summary.py "$W/traces$i"/bass_default_*.csv \
       --out "$OUT/plan_summary$i.json" 2>&1 | tail -6
+    # each traced BASS engine's target forward by SM clock (session 50: the power cap)
+    for runner in "$W/traces$i"/*.csv.runner; do
+      [ -f "$runner" ] || continue
+      python3 benchmarks/e2e/gpu_clocks_summary.py "$W/gpu_clocks.csv" --gpu "$i" \
+        --runner "$runner" --clock-offset "$W/clock_offset.txt" \
+        --out "$W/forward_by_clock_${i}_$(basename "$runner" .csv.runner).json" > /dev/null 2>&1
+    done
   done
   cleanup
 }
@@ -582,6 +590,20 @@ PY
       pad_large" run_pair
     cp "$W"/pad/*.json "$W"/pad/*.txt "$OUT/" 2>/dev/null
     pack crit4_pad ;;
+  clock_gap)  # session 50: at batch 32 (8x1024, the mix) a one-draft step's target forward
+    # took 6.86 ms of GPU time against an off-step's 5.33, with the GPUs at their power cap in
+    # ~80% of busy samples: the default, the batch that keeps drafting and fixed K=1 beside
+    # plain, traced, each runner trace read against the SM clock (forward_by_clock_*.json).
+    # GPU 1: pad_large at long contexts (PAD's 2 stages there before it may be the default)
+    VS_TIMEOUT=${VS_TIMEOUT:-520} PAIR0_ARGS="--systems plain,bass_default,bass_fixed1,bass_closed_keeps_drafting
+      --keep-order --drafts 8x1024 --acceptance mix --batches 32,64 --prompt-len 128
+      --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 170
+      --trace-dir $W/traces0" \
+      PAIR1_CMD="env OUT=$W/pad GPU_BENCH_W=/tmp/gpu_bench_pad TUNE_CONTEXTS=1024,4096
+      TUNE_BATCHES=64,128,256 PAD_VARIANTS=64:4:3,64:4:2,16:2:2,32:2:2 bash
+      scripts/gpu_bench.sh pad_large" run_pair
+    cp "$W"/pad/*.json "$W"/pad/*.txt "$W"/forward_by_clock_*.json "$OUT/" 2>/dev/null
+    pack clock_gap ;;
   pad_large)  # session 49: at batch 128 and ~190 cached tokens our attention read the KV at
     # ~72% of the copy bandwidth (4.34 ms a step, the profile of b128_why): PAD's tiles,
     # warps and stages at large batch and short contexts, one query token (off-steps) and
