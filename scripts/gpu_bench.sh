@@ -577,12 +577,13 @@ PY
     # GPU 0 4x1024, GPU 1 8x1024, beside plain and vLLM K=1. Session 49 ran it with 115 s a
     # system and lost both engines: a fresh machine's first engine compiles for ~2 minutes
     VS_TIMEOUT=${VS_TIMEOUT:-540} pair_preset closedoff_ab "--keep-order --acceptance mix
-      --batches ${CLOSEDOFF_BATCHES:-128,256} --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0
-      --timeout 170 --systems bass_default,bass_closed_keeps_drafting,plain,vllm_k1" \
+      --batches ${CLOSEDOFF_BATCHES:-128,256} --prompt-len 128 --max-tokens 128 --repeats 3
+      --min-timed-seconds 0 --timeout 170 --systems bass_default,bass_closed_keeps_drafting,plain,vllm_k1" \
       "--drafts 4x1024" "--drafts 8x1024" ;;
   crit4_pad)  # session 50: the two new defaults (the measured draft-step price, the closed
     # objective's off) on a GPU. GPU 0: criteria 1 / 3 / 4, 4x1024, alpha 0.8 / 0.6, batch
-    # 1 / 8 / 32 beside plain and vLLM K=3 / 5 / 7. GPU 1: pad_large (its own W and OUT)
+    # 1 / 8 / 32 beside plain and vLLM K=3 / 5 / 7 (K=7 cut by the call's limit in session
+    # 50: drop a system or an alpha to keep it). GPU 1: pad_large (its own W and OUT)
     VS_TIMEOUT=${VS_TIMEOUT:-540} PAIR0_ARGS="--systems plain,bass_default,vllm_k3,vllm_k5,vllm_k7
       --keep-order --drafts 4x1024 --acceptance 0.8,0.6 --batches 8,1,32 --prompt-len 128
       --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 170" \

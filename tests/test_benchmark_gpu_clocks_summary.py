@@ -3,7 +3,7 @@
 
 import pytest
 
-from benchmarks.e2e.gpu_clocks_summary import summarise
+from benchmarks.e2e.gpu_clocks_summary import forward_by_clock, summarise, wall_seconds
 
 pytestmark = [pytest.mark.cpu]
 
@@ -31,8 +31,6 @@ def test_busy_samples_power_capped_share_and_clocks(tmp_path):
 
 
 def test_forward_gpu_time_split_by_the_nearest_clock_sample(tmp_path):
-    from benchmarks.e2e.gpu_clocks_summary import forward_by_clock, wall_seconds
-
     log = tmp_path / "gpu_clocks.csv"
     # GPU 1 at 1980 MHz for the first second, 1500 MHz for the next; GPU 0 ignored
     samples = [f"2026/11/30 13:00:00.{ms:03d}, 1, 1980 MHz, 3201 MHz, 500 W, 50, 90 %, 0x0"
