@@ -60,6 +60,7 @@
 #   bash scripts/gpu_bench.sh pad_large  # session 49: PAD's tiles at large batch, short contexts
 #   bash scripts/gpu_bench.sh crit4_pad  # session 50: criteria 1/3/4 at batch 1-32; pad_large (x2)
 #   bash scripts/gpu_bench.sh clock_gap  # session 50: batch 32's draft premium by SM clock (x2)
+#   bash scripts/gpu_bench.sh pad_stages_ab  # session 50: PAD at 2 stages, long contexts and e2e
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -595,16 +596,30 @@ PY
     # took 6.86 ms of GPU time against an off-step's 5.33, with the GPUs at their power cap in
     # ~80% of busy samples: the default, the batch that keeps drafting and fixed K=1 beside
     # plain, traced, each runner trace read against the SM clock (forward_by_clock_*.json).
-    # GPU 1: pad_large at long contexts (PAD's 2 stages there before it may be the default)
+    # GPU 1: pad_stages_ab (PAD's 2 stages at long contexts, then end to end)
     VS_TIMEOUT=${VS_TIMEOUT:-520} PAIR0_ARGS="--systems plain,bass_default,bass_fixed1,bass_closed_keeps_drafting
       --keep-order --drafts 8x1024 --acceptance mix --batches 32,64 --prompt-len 128
       --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 170
       --trace-dir $W/traces0" \
-      PAIR1_CMD="env OUT=$W/pad GPU_BENCH_W=/tmp/gpu_bench_pad TUNE_CONTEXTS=1024,4096
-      TUNE_BATCHES=64,128,256 PAD_VARIANTS=64:4:3,64:4:2,16:2:2,32:2:2 bash
-      scripts/gpu_bench.sh pad_large" run_pair
-    cp "$W"/pad/*.json "$W"/pad/*.txt "$W"/forward_by_clock_*.json "$OUT/" 2>/dev/null
+      PAIR1_CMD="env OUT=$W/pad GPU_BENCH_W=/tmp/gpu_bench_pad bash scripts/gpu_bench.sh
+      pad_stages_ab" run_pair
+    cp "$W"/pad/*.json "$W"/pad/*.md "$W"/forward_by_clock_*.json "$OUT/" 2>/dev/null
     pack clock_gap ;;
+  pad_stages_ab)  # session 50: PAD at 2 K/V stages (VLLM_BASS_PAD_STAGES=2) was 4-7% faster
+    # than the default's 3 at batch 64-256 and 128-384 cached tokens (graph-timed). First the
+    # same at 1024 / 4096 cached tokens (two query tokens), then end to end: the default
+    # against bass_pad2stages, the mix at batch 64 / 128 / 256, 4x1024, beside plain
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    timeout "${TUNE_TIMEOUT:-150}" python3 benchmarks/kernels/bench_paged_attention.py \
+      --tune --tune-q 2 --out "$OUT" --tune-contexts "${TUNE_CONTEXTS:-1024,4096}" \
+      --tune-batches "${TUNE_BATCHES:-64,128,256}" --tune-out paged_attention_tune_long_q2.json \
+      --pad-variants "${PAD_VARIANTS:-64:4:3,64:4:2,16:2:2}" 2>&1 | tail -8
+    timeout "${AB_TIMEOUT:-360}" python3 benchmarks/e2e/vs_vllm.py --out "$W/pad_stages_ab" \
+      --systems bass_default,bass_pad2stages,plain --keep-order --drafts 4x1024 \
+      --acceptance mix --batches 64,128,256 --prompt-len 128 --max-tokens 128 --repeats 3 \
+      --min-timed-seconds 0 --timeout 170 2>&1 | grep -E "start-up|FAILED|Error"
+    cp "$W/pad_stages_ab.json" "$W/pad_stages_ab.md" "$OUT/" 2>/dev/null
+    pack pad_stages_ab ;;
   pad_large)  # session 49: at batch 128 and ~190 cached tokens our attention read the KV at
     # ~72% of the copy bandwidth (4.34 ms a step, the profile of b128_why): PAD's tiles,
     # warps and stages at large batch and short contexts, one query token (off-steps) and

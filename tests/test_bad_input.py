@@ -84,9 +84,14 @@ def test_draft_path_without_a_model_is_named(parser, tmp_path, where):
     assert len(str(err.value).splitlines()) == 1
 
 
-def test_bad_environment_value_is_named_before_the_engine_starts(parser, monkeypatch):
-    monkeypatch.setenv("VLLM_BASS_PRECOMPILE_THREADS", "many")
-    with pytest.raises(BassConfigError, match="VLLM_BASS_PRECOMPILE_THREADS='many'"):
+@pytest.mark.parametrize("name, value, message", [
+    ("VLLM_BASS_PRECOMPILE_THREADS", "many", "VLLM_BASS_PRECOMPILE_THREADS='many'"),
+    ("VLLM_BASS_PAD_STAGES", "two", "VLLM_BASS_PAD_STAGES must be an integer"),
+])
+def test_bad_environment_value_is_named_before_the_engine_starts(parser, monkeypatch, name,
+                                                                  value, message):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(BassConfigError, match=message):
         _config_from_cli(parser, ["--model", TARGET, "--spec-worker", "bass",
                                   "--speculative-model", DRAFT])
 

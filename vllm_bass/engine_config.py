@@ -128,9 +128,11 @@ def precheck_environment() -> None:
     """The environment variables the workers parse, checked before any engine process
     starts (a bad value would otherwise end the start-up after the model loaded)."""
     from vllm_bass.attention.precompile import precompile_threads
+    from vllm_bass.kernels.paged_attention import pad_stages_cap
 
     try:
         precompile_threads()
+        pad_stages_cap()
     except ValueError as exc:
         raise BassConfigError(str(exc)) from None
 

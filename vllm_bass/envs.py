@@ -51,6 +51,10 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
         "1", "0: our attention kernels launch after the KV-cache write (and SPLIT's "
              "reduction after its splits) ends, not overlapped with it through Hopper's "
              "programmatic dependent launch (A/B measurements)"),
+    "VLLM_BASS_PAD_STAGES": (
+        "0", "N: our attention's PAD launches keep at most N K/V pipeline stages (0: the "
+             "chooser's, 3 for the 7B layer's tiles; session 50 graph-timed 2 stages 4-7% "
+             "faster at batch 64-256 and 128-384 cached tokens; A/B measurements)"),
     "VLLM_BASS_COST_FIT": (
         "", "session29: the step-cost fit as before session 30, without its per-request term "
             "and with its prior scaled by every step, not the off-steps; one_draft: with a "

@@ -152,6 +152,9 @@ EXTRA_SYSTEMS["bass_off"] = {}
 # our attention without programmatic dependent launch (VLLM_BASS_ATTENTION_PDL=0): each
 # kernel waits for the one before it to end (session 28's A/B)
 EXTRA_SYSTEMS["bass_nopdl"] = {}
+# our attention's PAD launches at 2 K/V stages, not 3 (VLLM_BASS_PAD_STAGES=2): session 50
+# graph-timed them 4-7% faster at batch 64-256 and 128-384 cached tokens
+EXTRA_SYSTEMS["bass_pad2stages"] = {}
 # the step-cost fit before session 30 (VLLM_BASS_COST_FIT=session29): no per-request term,
 # the prior scaled by every step's mean, not the off-steps' time
 EXTRA_SYSTEMS["bass_s29fit"] = {}
@@ -200,6 +203,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_USE_V2_MODEL_RUNNER": "0"}
     if system == "bass_nopdl":
         return {"VLLM_BASS_ATTENTION_PDL": "0"}
+    if system == "bass_pad2stages":
+        return {"VLLM_BASS_PAD_STAGES": "2"}
     if system == "bass_s29fit":
         return {"VLLM_BASS_COST_FIT": "session29"}
     if system == "bass_linear_fit":

@@ -289,6 +289,29 @@ def test_captured_split_plan_uses_fewer_splits_for_more_requests(device):
 
 
 @pytest.mark.cpu
+def test_pad_stages_cap_applies_to_pad_plans_only(monkeypatch):
+    """VLLM_BASS_PAD_STAGES=N (the A/B of session 50's tune: 2 stages 4-7% faster at batch
+    64-256, 128-384 cached tokens) caps PAD's stages; SPLIT plans and the default keep theirs;
+    a bad value is refused by name."""
+    from vllm_bass.kernels.paged_attention import pad_stages_cap
+
+    sms = 132
+    assert choose_plan(64, 32, 32, 128, 2, 4096, sms).tiles.num_stages == 3
+    monkeypatch.setenv("VLLM_BASS_PAD_STAGES", "2")
+    for batch, context in ((64, 4096), (256, 192), (8, 8192), (1, 250)):  # narrow / wide PAD
+        plan = choose_plan(batch, 32, 32, 128, 2, context, sms)
+        assert plan.strategy == "pad" and plan.tiles.num_stages == 2, (batch, context)
+    split = choose_plan(1, 32, 32, 128, 5, 8192, sms)
+    assert split.strategy == "split" and split.tiles.num_stages == 3
+    monkeypatch.setenv("VLLM_BASS_PAD_STAGES", "4")  # a cap above the chooser's: no change
+    assert choose_plan(64, 32, 32, 128, 2, 4096, sms).tiles.num_stages == 3
+    for bad in ("two", "-1"):
+        monkeypatch.setenv("VLLM_BASS_PAD_STAGES", bad)
+        with pytest.raises(ValueError, match="VLLM_BASS_PAD_STAGES"):
+            pad_stages_cap()
+
+
+@pytest.mark.cpu
 def test_choose_plan():
     """PAD when batch x heads fills the GPU or contexts are short (wide tiles
     when the programs are few), SPLIT with enough splits otherwise."""

@@ -34,6 +34,7 @@ from typing import Any, Iterator
 
 import torch
 
+from vllm_bass import envs
 from vllm_bass.kernels.paged_attention_common import (
     AttnTiles,
     cdiv,
@@ -105,6 +106,25 @@ def num_sms(device: torch.device | str | None = None) -> int:
     return 4
 
 
+def pad_stages_cap() -> int:
+    """`VLLM_BASS_PAD_STAGES`: at most this many K/V stages in PAD launches (0: no cap).
+    Read where a plan is chosen (once a step and head configuration), so an A/B engine
+    and the tests may set it; a value that is not an integer >= 0 raises ValueError."""
+    cap = envs.integer("VLLM_BASS_PAD_STAGES")
+    if cap < 0:
+        raise ValueError(f"VLLM_BASS_PAD_STAGES must be 0 (the chooser's stages) or a "
+                         f"positive number of stages, got {cap}")
+    return cap
+
+
+def _pad(tiles: AttnTiles, any_batch: bool) -> AttnPlan:
+    """A PAD plan on `tiles`, their stages capped by VLLM_BASS_PAD_STAGES."""
+    cap = pad_stages_cap()
+    if cap and tiles.num_stages > cap:
+        tiles = replace(tiles, num_stages=cap)
+    return AttnPlan("pad", 1, tiles, any_batch)
+
+
 def choose_plan(
     batch: int,
     num_heads: int,
@@ -128,24 +148,23 @@ def choose_plan(
     programs = batch * num_kv_heads * q_tiles
     if strategy == "auto":
         if programs >= PAD_PROGRAMS_PER_SM * sms:
-            return AttnPlan("pad", 1, tiles, any_batch)
+            return _pad(tiles, any_batch)
         if (SHORT_CONTEXT < max_seq_len <= SHORT_CONTEXT + SHORT_PAD_REACH
                 and SHORT_PAD_PROGRAMS_PER_SM * sms <= programs < WIDE_PAD_PROGRAMS_PER_SM * sms):
             # where SPLIT was chosen before (at or below SHORT_CONTEXT: the wide PAD below)
-            return AttnPlan("pad", 1, replace(tiles, num_stages=min(tiles.num_stages, 2)),
-                            any_batch)
+            return _pad(replace(tiles, num_stages=min(tiles.num_stages, 2)), any_batch)
         if programs >= WIDE_PAD_PROGRAMS_PER_SM * sms or max_seq_len <= SHORT_CONTEXT:
             strategy = "pad"
     wide = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len, elem_size, wide=True)
     if strategy == "pad":
-        return AttnPlan("pad", 1, wide, any_batch)
+        return _pad(wide, any_batch)
     splits = min(
         int(SPLIT_PROGRAMS_PER_SM * sms) // max(1, programs),
         cdiv(max(1, max_seq_len), MIN_SPLIT_TOKENS),
         MAX_SPLITS,
     )
     if strategy == "auto" and splits <= 1:
-        return AttnPlan("pad", 1, wide, any_batch)
+        return _pad(wide, any_batch)
     splits = max(2, splits)
     # split programs use the narrow tiles: two fit on an SM (H100 sweep: batch 4,
     # 3 splits, 64-key tiles 98.7 us against 109.6 us for the wide ones at ctx 4096)
