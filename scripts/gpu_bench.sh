@@ -217,6 +217,9 @@ case "${1:-}" in
       2>&1 | tee -a "$W/gpu_tests_keyed.txt"
     cp "$W/gpu_tests_keyed.txt" "$OUT/" ;;
   splits)  # session 27, issue 17: SPLIT's split count and minimum split on small grids
+    # (session 50's next step for the batch-4 losses, 0.85-0.96x FA3: PAD_VARIANTS=64:4:3,
+    # 64:4:2,128:8:2,128:8:1,256:8:1,32:2:2 TUNE_BATCHES=4 TUNE_CONTEXTS=256,1024,4096: can
+    # one program an SM hide its loads with wider key tiles, a 256-key context in one step?)
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
     timeout 200 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
       tests/kernels/test_bass_paged_attention.py tests/kernels/test_bass_attention_backend.py \
@@ -224,7 +227,7 @@ case "${1:-}" in
     timeout "${TUNE_TIMEOUT:-150}" python3 benchmarks/kernels/bench_paged_attention.py --tune \
       --out "$OUT" --tune-contexts "${TUNE_CONTEXTS:-256,1024,4096,8192}" \
       --tune-batches "${TUNE_BATCHES:-1,4,8}" --tune-out paged_attention_tune_small.json \
-      2>&1 | tee "$W/tune.log" | tail -14
+      --pad-variants "${PAD_VARIANTS:-}" 2>&1 | tee "$W/tune.log" | tail -14
     timeout 170 python3 benchmarks/kernels/bench_paged_attention.py --any-batch \
       --no-eager --out "$W" 2>&1 | tee "$W/kernel_bench.log" | tail -3
     cp "$W"/paged_attention_bench.{json,md} "$OUT/" 2>/dev/null
