@@ -242,7 +242,12 @@ def tune(args, sms, fa3, fa3_sched):
                 for bn, nw, ns in pad_variants(args):
                     tiles = dataclasses.replace(base.tiles, block_n=bn, num_warps=nw, num_stages=ns,
                                                 head_fastest=order)
-                    t[f"pad_{bn}_{nw}_{ns}_{tag}"] = bench_graph(c.bass_fns(type(base)("pad", 1, tiles)))
+                    try:
+                        t[f"pad_{bn}_{nw}_{ns}_{tag}"] = bench_graph(
+                            c.bass_fns(type(base)("pad", 1, tiles)))
+                    except Exception as exc:  # a variant past the SM's resources: skip it
+                        print(f"pad_{bn}_{nw}_{ns}_{tag}: {type(exc).__name__}: "
+                              f"{str(exc).splitlines()[0][:120] if str(exc) else ''}", flush=True)
                 for bn, nw, ns in SPLIT_VARIANTS:
                     tiles = dataclasses.replace(base.tiles, block_n=bn, num_warps=nw, num_stages=ns,
                                                 head_fastest=order)
