@@ -96,6 +96,38 @@ def test_mixed_query_lengths(device, dtype, strategy, head_fastest):
     assert_close(out, _ref(b), dtype, f"{strategy} {dtype}")
 
 
+# PAD's tile candidates of the tunes (session 50: 2 stages at large batch, 16-key tiles at
+# short contexts, wide keys for one program an SM at batch 4): any of them may become a
+# plan's tiles, so each must be exact wherever a context ends inside a key block
+PAD_TILE_VARIANTS = {"cpu": [(16, 4, 1), (32, 2, 2)],
+                     "gpu": [(16, 2, 2), (32, 2, 2), (64, 4, 2), (128, 8, 2), (128, 8, 1),
+                             (256, 8, 1)]}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_pad_tile_variants(device, dtype):
+    """Decode and verification rows whose contexts end inside a key block of every
+    candidate tile (one key past a block, one short of it); one- and two-token rows
+    as at large batch."""
+    if device == "cpu":
+        qlens, ctx = [1, 2, 1, 2, 3], [0, 15, 17, 33, 40]
+        heads, kv_heads, head_size, page = 4, 2, 32, 16
+    else:
+        qlens = [1, 2] * 12 + [5, 9]
+        ctx = [0, 15, 17, 63, 65, 127, 129, 191, 255, 257, 383, 511, 513] * 2
+        heads, kv_heads, head_size, page = 32, 32, 128, 16
+    b = make_batch(qlens, ctx, heads, kv_heads, head_size, page, dtype, device)
+    base = pick_tiles(heads, kv_heads, head_size, b.max_query_len)
+    ref = _ref(b)
+    for block_n, warps, stages in PAD_TILE_VARIANTS[device]:
+        for head_fastest in (False, True):
+            tiles = dataclasses.replace(base, block_n=block_n, num_warps=warps,
+                                        num_stages=stages, head_fastest=head_fastest)
+            out = _run(b, "pad", tiles=tiles)
+            assert_close(out, ref, dtype, f"pad {block_n}:{warps}:{stages} {head_fastest}")
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
