@@ -182,6 +182,13 @@ utilization.gpu,clocks_throttle_reasons.active --format=csv,noheader -lms 250 \
   done
   cleanup
 }
+pad_tune() {  # Q OUT_NAME TIMEOUT CONTEXTS VARIANTS: PAD's tiles graph-timed at batch
+  # 64-256 (TUNE_TIMEOUT, TUNE_CONTEXTS, TUNE_BATCHES, PAD_VARIANTS override), into $OUT
+  timeout "${TUNE_TIMEOUT:-$3}" python3 benchmarks/kernels/bench_paged_attention.py --tune \
+    --tune-q "$1" --out "$OUT" --tune-contexts "${TUNE_CONTEXTS:-$4}" \
+    --tune-batches "${TUNE_BATCHES:-64,128,256}" --tune-out "$2" \
+    --pad-variants "${PAD_VARIANTS:-$5}" 2>&1
+}
 pair_preset() {  # NAME COMMON SLICE0 SLICE1: run_pair with each slice's vs_vllm.py arguments
   # COMMON + SLICEi (PAIR0_ARGS / PAIR1_ARGS replace a slice's), then the archive NAME.tgz
   PAIR0_ARGS=${PAIR0_ARGS:-"$2 $3"} PAIR1_ARGS=${PAIR1_ARGS:-"$2 $4"} run_pair
@@ -613,10 +620,7 @@ PY
     # same at 1024 / 4096 cached tokens (two query tokens), then end to end: the default
     # against bass_pad2stages, the mix at batch 64 / 128 / 256, 4x1024, beside plain
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
-    timeout "${TUNE_TIMEOUT:-150}" python3 benchmarks/kernels/bench_paged_attention.py \
-      --tune --tune-q 2 --out "$OUT" --tune-contexts "${TUNE_CONTEXTS:-1024,4096}" \
-      --tune-batches "${TUNE_BATCHES:-64,128,256}" --tune-out paged_attention_tune_long_q2.json \
-      --pad-variants "${PAD_VARIANTS:-64:4:3,64:4:2,16:2:2}" 2>&1 | tail -8
+    pad_tune 2 paged_attention_tune_long_q2.json 150 1024,4096 64:4:3,64:4:2,16:2:2 | tail -8
     timeout "${AB_TIMEOUT:-360}" python3 benchmarks/e2e/vs_vllm.py --out "$W/pad_stages_ab" \
       --systems bass_default,bass_pad2stages,plain --keep-order --drafts 4x1024 \
       --acceptance mix --batches 64,128,256 --prompt-len 128 --max-tokens 128 --repeats 3 \
@@ -631,11 +635,8 @@ PY
     timeout 200 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
       tests/kernels/test_bass_paged_attention.py 2>&1 | tail -8 | tee "$OUT/gpu_tests_pad.txt"
     for q in 1 2; do
-      timeout "${TUNE_TIMEOUT:-170}" python3 benchmarks/kernels/bench_paged_attention.py \
-        --tune --tune-q $q --out "$OUT" --tune-contexts "${TUNE_CONTEXTS:-128,192,256,384}" \
-        --tune-batches "${TUNE_BATCHES:-64,128,256}" --tune-out "paged_attention_tune_q$q.json" \
-        --pad-variants "${PAD_VARIANTS:-64:4:3,64:4:2,32:4:2,32:2:2,128:8:2,128:4:2,16:2:2}" \
-        2>&1 | tee "$W/tune_q$q.log" | tail -14
+      pad_tune $q "paged_attention_tune_q$q.json" 170 128,192,256,384 \
+        64:4:3,64:4:2,32:4:2,32:2:2,128:8:2,128:4:2,16:2:2 | tee "$W/tune_q$q.log" | tail -14
     done
     pack pad_large ;;
   profile13)  # session 11: VS_ARGS slice with --profile-* under vLLM's torch profiler (our
