@@ -61,6 +61,7 @@
 #   bash scripts/gpu_bench.sh crit4_pad  # session 50: criteria 1/3/4 at batch 1-32; pad_large (x2)
 #   bash scripts/gpu_bench.sh clock_gap  # session 50: batch 32's draft premium by SM clock (x2)
 #   bash scripts/gpu_bench.sh pad_stages_ab  # session 50: PAD at 2 stages, long contexts and e2e
+#   bash scripts/gpu_bench.sh crit4_b1  # session 51: criterion 4 at batch 1; batch-4 tiles (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -615,6 +616,20 @@ PY
       pad_stages_ab" run_pair
     cp "$W"/pad/*.json "$W"/pad/*.md "$W"/forward_by_clock_*.json "$OUT/" 2>/dev/null
     pack clock_gap ;;
+  crit4_b1)  # session 51: criterion 4 at batch 1 (2.88x plain in session 50, 3.0x asked;
+    # 2.87-3.18x over six engines): the default (measured draft-step price) against the fit
+    # alone (bass_fit_step), alpha 0.8, 4x1024, batch 1 / 8, traced, beside plain and vLLM
+    # K=5 / 7. GPU 1: the batch-4 tile tune (issue 17's losses, 0.85-0.96x FA3), then the
+    # 96-shape kernel sweep on the current plans
+    VS_TIMEOUT=${VS_TIMEOUT:-540} PAIR0_ARGS="--systems plain,bass_default,bass_fit_step,vllm_k5,vllm_k7
+      --keep-order --drafts 4x1024 --acceptance 0.8 --batches 1,8 --prompt-len 128
+      --max-tokens 128 --repeats 4 --min-timed-seconds 0 --timeout 160 --trace-dir $W/traces0" \
+      PAIR1_CMD="env OUT=$W/splits GPU_BENCH_W=/tmp/gpu_bench_splits
+      PAD_VARIANTS=${PAD_VARIANTS:-64:4:3,64:4:2,128:8:2,128:8:1,256:8:1,32:2:2}
+      TUNE_BATCHES=4 TUNE_CONTEXTS=256,1024,4096 bash scripts/gpu_bench.sh splits" run_pair
+    cp "$W"/splits/*.json "$W"/splits/*.md "$W"/splits/*.txt "$W"/forward_by_clock_*.json \
+      "$OUT/" 2>/dev/null
+    pack crit4_b1 ;;
   pad_stages_ab)  # session 50: PAD at 2 K/V stages (VLLM_BASS_PAD_STAGES=2) was 4-7% faster
     # than the default's 3 at batch 64-256 and 128-384 cached tokens (graph-timed). First the
     # same at 1024 / 4096 cached tokens (two query tokens), then end to end: the default

@@ -329,6 +329,7 @@ def test_pad_stages_cap_applies_to_pad_plans_only(monkeypatch):
 
     sms = 132
     assert choose_plan(64, 32, 32, 128, 2, 4096, sms).tiles.num_stages == 3
+    assert choose_plan(8, 32, 32, 128, 2, 8192, sms).tiles.num_stages == 3  # wide PAD
     monkeypatch.setenv("VLLM_BASS_PAD_STAGES", "2")
     for batch, context in ((64, 4096), (256, 192), (8, 8192), (1, 250)):  # narrow / wide PAD
         plan = choose_plan(batch, 32, 32, 128, 2, context, sms)
@@ -341,6 +342,25 @@ def test_pad_stages_cap_applies_to_pad_plans_only(monkeypatch):
         monkeypatch.setenv("VLLM_BASS_PAD_STAGES", bad)
         with pytest.raises(ValueError, match="VLLM_BASS_PAD_STAGES"):
             pad_stages_cap()
+
+
+@pytest.mark.cpu
+def test_full_pad_stages_follow_the_planned_context():
+    """Full-occupancy PAD keeps 2 K/V stages up to PAD_TWO_STAGE_CONTEXT keys (H200 tunes,
+    sessions 50-51: 2-7% faster at 128-1024 cached tokens, 0.2-0.7% slower at 4096) and 3
+    past it; a captured graph plans for max_model_len, so an engine of 2048 keys gets 2."""
+    from vllm_bass.kernels.paged_attention import PAD_TWO_STAGE_CONTEXT
+
+    sms = 132
+    for batch in (64, 128, 256):
+        for context, stages in ((192, 2), (1024, 2), (PAD_TWO_STAGE_CONTEXT, 2),
+                                (PAD_TWO_STAGE_CONTEXT + 1, 3), (4096, 3)):
+            for any_batch in (False, True):
+                plan = choose_plan(batch, 32, 32, 128, 2, context, sms, any_batch=any_batch)
+                assert plan.strategy == "pad" and plan.tiles.block_n == 64, (batch, context)
+                assert plan.tiles.num_stages == stages, (batch, context, any_batch)
+    # the wide tiles of fewer programs keep theirs (not measured at 2 stages)
+    assert choose_plan(8, 32, 32, 128, 5, 1024, sms).tiles.num_stages == 3
 
 
 @pytest.mark.cpu

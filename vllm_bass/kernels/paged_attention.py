@@ -4,7 +4,8 @@ BASS picks between padding the batch (one launch) and splitting the work per
 sequence; here the cost model is the GPU's occupancy. PAD launches
 batch x KV heads x query tiles programs, each reading a whole context:
 
-* >= ``PAD_PROGRAMS_PER_SM`` programs per SM: PAD, 64-key steps, 4 warps;
+* >= ``PAD_PROGRAMS_PER_SM`` programs per SM: PAD, 64-key steps, 4 warps (2 K/V
+  stages up to ``PAD_TWO_STAGE_CONTEXT`` keys, else 3);
 * fewer, but >= ``WIDE_PAD_PROGRAMS_PER_SM``, or short contexts: PAD with
   128-key steps and 8 warps (more bytes in flight per program);
 * fewer still: SPLIT the KV length into at most ``SPLIT_PROGRAMS_PER_SM`` x SMs
@@ -75,6 +76,13 @@ SHORT_CONTEXT = 256  # keys; at or below this a split saves less than it costs (
 # at that context only: kept within a query's reach of SHORT_CONTEXT.
 SHORT_PAD_REACH = 64  # keys past SHORT_CONTEXT
 SHORT_PAD_PROGRAMS_PER_SM = 0.9
+# Full-occupancy PAD (>= PAD_PROGRAMS_PER_SM) keeps 2 K/V stages where the plan's context
+# is at most this: H200, 7B layer, batch 64-256, graph-timed (sessions 50-51), the 64-key
+# tiles with 2 stages against 3: 4-7% faster at 128-384 cached tokens (24 of 24 shapes,
+# one and two query tokens), 2-3% at 1024, 0.2-0.7% slower at 4096; end to end on the mix
+# (4x1024, batch 64 / 128 / 256) 2-7% faster on best repeats, 3-5% on medians. A captured
+# graph plans for max_model_len, so this is also a bound on the engine's context length.
+PAD_TWO_STAGE_CONTEXT = 2048
 
 
 @dataclass(frozen=True)
@@ -148,6 +156,8 @@ def choose_plan(
     programs = batch * num_kv_heads * q_tiles
     if strategy == "auto":
         if programs >= PAD_PROGRAMS_PER_SM * sms:
+            if max_seq_len <= PAD_TWO_STAGE_CONTEXT:
+                tiles = replace(tiles, num_stages=min(tiles.num_stages, 2))
             return _pad(tiles, any_batch)
         if (SHORT_CONTEXT < max_seq_len <= SHORT_CONTEXT + SHORT_PAD_REACH
                 and SHORT_PAD_PROGRAMS_PER_SM * sms <= programs < WIDE_PAD_PROGRAMS_PER_SM * sms):
