@@ -62,6 +62,7 @@
 #   bash scripts/gpu_bench.sh clock_gap  # session 50: batch 32's draft premium by SM clock (x2)
 #   bash scripts/gpu_bench.sh pad_stages_ab  # session 50: PAD at 2 stages, long contexts and e2e
 #   bash scripts/gpu_bench.sh crit4_b1  # session 51: criterion 4 at batch 1; batch-4 tiles (x2)
+#   bash scripts/gpu_bench.sh stages_tests  # session 51: GPU tests; the mix on 2 stages (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -630,6 +631,21 @@ PY
     cp "$W"/splits/*.json "$W"/splits/*.md "$W"/splits/*.txt "$W"/forward_by_clock_*.json \
       "$OUT/" 2>/dev/null
     pack crit4_b1 ;;
+  stages_tests)  # session 51: after PAD's 2-stage default (full occupancy, planned contexts
+    # <= 2048). GPU 0: the GPU tests (PAD exact on every tile candidate; greedy identity,
+    # sync and async; seeded requests). GPU 1: the mix at batch 32-256, 4x1024, beside plain
+    # and vLLM K=1 / 2 (K=3 was never vLLM's best there in sessions 49-50)
+    VS_TIMEOUT=${VS_TIMEOUT:-530} PAIR0_CMD="python3 -m pytest -m gpu -v -rs --durations=10
+      -p no:cacheprovider tests/kernels/test_bass_paged_attention.py::test_pad_tile_variants
+      tests/test_engine_greedy_async.py tests/sampling/test_engine_seeded.py
+      tests/test_engine_greedy.py" \
+      PAIR1_ARGS="--keep-order --acceptance mix --batches 32,64,128,256 --prompt-len 128
+      --max-tokens 128 --repeats 2 --min-timed-seconds 0 --timeout 170
+      --systems plain,bass_default,vllm_k1,vllm_k2 --drafts 4x1024 --trace-dir $W/traces1" \
+      run_pair
+    tail -25 "$W/pair0.log"
+    cp "$W/pair0.log" "$OUT/gpu_tests_stages.txt"
+    pack stages_tests ;;
   pad_stages_ab)  # session 50: PAD at 2 K/V stages (VLLM_BASS_PAD_STAGES=2) was 4-7% faster
     # than the default's 3 at batch 64-256 and 128-384 cached tokens (graph-timed). First the
     # same at 1024 / 4096 cached tokens (two query tokens), then end to end: the default

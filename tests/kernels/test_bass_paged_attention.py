@@ -100,7 +100,7 @@ def test_mixed_query_lengths(device, dtype, strategy, head_fastest):
 # short contexts, wide keys for one program an SM at batch 4): any of them may become a
 # plan's tiles, so each must be exact wherever a context ends inside a key block
 PAD_TILE_VARIANTS = {"cpu": [(16, 4, 1), (32, 2, 2)],
-                     "gpu": [(16, 2, 2), (32, 2, 2), (64, 4, 2), (128, 8, 2), (128, 8, 1),
+                     "cuda": [(16, 2, 2), (32, 2, 2), (64, 4, 2), (128, 8, 2), (128, 8, 1),
                              (256, 8, 1)]}
 
 
