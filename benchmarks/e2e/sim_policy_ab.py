@@ -140,8 +140,6 @@ def _configure_part(variant: str, sched) -> None:
         sched.bass_costs.set_measured_draft_steps({
             rows: (scb.h100_step_ms(rows, 3, 0) - scb.h100_step_ms(rows, 2, 0)) / 1000
             for rows in (1, 2, 4, 8, 16, 32, 64, 128, 256)})
-    elif variant == "raggedcaps":  # session 51: each closed cap priced by its ragged plan
-        sched.bass_policy.closed_ragged_caps = True
     elif variant.startswith("closedoff"):  # a closed batch's cap decides drafting at all
         # (session 43); closedoffX (session 49): only where off is expected to end the batch
         # X sooner than its best drafting length (the default since: X = 0.1)

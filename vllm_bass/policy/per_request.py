@@ -129,9 +129,6 @@ class PerRequestDraftLength(DraftLengthPolicy):
         margin = getattr(bass_config, "closed_batch_off_margin", None)
         self.closed_decides_off = margin is not None
         self.closed_off_margin = float(margin or 0.0)
-        # a closed batch's caps priced by the ragged lengths drafted under each (True), or
-        # by every request drafting the cap (False, the default: session 51 A/B aid)
-        self.closed_ragged_caps = False
         self._drafting_since_explore = 0
         self._explorations = 0
 
@@ -219,19 +216,10 @@ class PerRequestDraftLength(DraftLengthPolicy):
             lengths = lengths[lengths * n <= room]  # room >= 0: length 0 stays
         # every length at once (one sort of a (lengths x n) array): this runs every step,
         # and a loop over the lengths cost ~0.4 ms of host time at batch 8
-        if self.closed_ragged_caps:
-            # each cap priced by the ragged lengths drafted under it (`lengths_within`), not
-            # by every request drafting the cap
-            plans = np.zeros((len(lengths), n), dtype=np.int64)
-            for row, cap in enumerate(lengths.tolist()):
-                if cap > 0:
-                    plans[row] = self.lengths_within(alphas, cap)
-        else:
-            plans = np.broadcast_to(lengths[:, None], (len(lengths), n))
-        steps = np.sort(rem * (1.0 - alpha) / (1.0 - alpha ** (plans + 1)), axis=1)
+        steps = np.sort(rem * (1.0 - alpha) / (1.0 - alpha ** (lengths[:, None] + 1)), axis=1)
         spans = (np.diff(steps, axis=1, prepend=0.0) * alive).sum(axis=1)
         best, best_time = 0, math.inf
-        times = self.cost.times_for(plans.max(axis=1), plans.sum(axis=1)) * spans
+        times = self.cost.times_for(lengths, lengths * n) * spans
         for length, time in zip(lengths.tolist(), times.tolist()):
             if time < best_time * (1.0 - 1e-9):
                 best, best_time = length, time
