@@ -53,3 +53,22 @@ def test_forward_gpu_time_split_by_the_nearest_clock_sample(tmp_path):
     assert shape["requests"] == 32 and shape["verified_length"] == 2
     assert shape["high_clock_steps"] == 7 and shape["high_clock_forward_gpu_ms"] == 5.0
     assert shape["low_clock_steps"] == 9 and shape["low_clock_forward_gpu_ms"] == 7.0
+    assert "high_clock_model_gpu_ms" not in shape  # a trace before session 51's columns
+
+
+def test_forward_by_clock_splits_the_model_call_and_its_lead(tmp_path):
+    """Session 51's runner traces time the model call and the device lead before it:
+    both come out per clock side beside the forward phase."""
+    log = tmp_path / "gpu_clocks.csv"
+    log.write_text("\n".join(
+        f"2026/11/30 13:00:00.{ms:03d}, 0, 1980 MHz, 3201 MHz, 500 W, 50, 90 %, 0x0"
+        for ms in range(0, 1000, 250)) + "\n")
+    runner = tmp_path / "t.csv.runner"
+    runner.write_text("".join(
+        f"{100.05 + i * 0.05:.3f},64,1,2.5,0.5,1.0,{6.0 + i % 2},0.05,0.4,2,2.4,0.5,1.0,"
+        f"0.8,{4.5 + i % 2},1.5\n" for i in range(12)))
+    (shape,) = forward_by_clock(log, "0", runner, wall_seconds("2026/11/30 13:00:00.000") - 100)
+    assert shape["high_clock_steps"] == 12 and shape["low_clock_steps"] == 0
+    assert shape["high_clock_forward_gpu_ms"] == 6.5
+    assert shape["high_clock_model_gpu_ms"] == 5.0 and shape["high_clock_lead_gpu_ms"] == 1.5
+    assert shape["low_clock_forward_gpu_ms"] is None and "low_clock_model_gpu_ms" not in shape

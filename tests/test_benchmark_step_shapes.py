@@ -32,6 +32,23 @@ def test_runner_phases_medians(tmp_path):
     assert phase["draft_gpu_ms"] == pytest.approx(2 + (MIN_STEPS - 1) / 2)
 
 
+def test_runner_phases_read_the_model_columns_where_a_trace_has_them(tmp_path):
+    """Session 51's traces add the model call's host and device time and the device lead
+    before it; older traces (13 fields) read as before."""
+    new = tmp_path / "new.csv.runner"
+    new.write_text("".join(f"{i}.0,32,1,2.5,0.5,0.8,{6.0 + i},0.05,0.4,2,2.4,0.5,0.8,"
+                           f"0.9,{4.5 + i},{1.2 + i}\n" for i in range(MIN_STEPS)))
+    (phase,) = runner_phases(new)
+    assert phase["model_cpu_ms"] == pytest.approx(0.9)
+    assert phase["model_gpu_ms"] == pytest.approx(4.5 + (MIN_STEPS - 1) / 2)
+    assert phase["lead_gpu_ms"] == pytest.approx(1.2 + (MIN_STEPS - 1) / 2)
+    old = tmp_path / "old.csv.runner"
+    old.write_text("".join(f"{i}.0,32,1,2.5,0.5,0.8,6.0,0.05,0.4,2,2.4,0.5,0.8\n"
+                           for i in range(MIN_STEPS)))
+    (phase,) = runner_phases(old)
+    assert "model_gpu_ms" not in phase and phase["forward_thread_ms"] == pytest.approx(2.4)
+
+
 def test_scheduler_host_time_is_measured_per_policy():
     """bench_scheduler_host.py drives the real scheduler through a closed batch and times
     its own host work per step (what session 12 compared between policies)."""

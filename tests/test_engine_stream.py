@@ -49,3 +49,10 @@ def test_a_stream_is_planned_open_and_stays_lossless(tmp_path, monkeypatch):
     for line in gc_lines:
         start, ms, generation, _ = line.split(",")
         assert float(ms) >= 0.0 and int(generation) in (0, 1, 2), line
+    # ... and FILE.runner: each step's phases, the target model's own call among them (the
+    # runner's `_model_forward`, session 51), within the forward phase's host time
+    runner = [line.split(",") for line in
+              (tmp_path / "steps.csv.runner").read_text().splitlines()]
+    stepped = [f for f in runner if int(f[1]) > 0]
+    assert stepped and all(len(f) == 16 for f in stepped), {len(f) for f in stepped}
+    assert all(0.0 < float(f[13]) <= float(f[3]) + 0.01 for f in stepped), stepped[:3]

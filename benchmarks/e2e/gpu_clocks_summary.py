@@ -102,15 +102,20 @@ def forward_by_clock(clock_csv: Path, gpu: str, runner: Path, monotonic_to_wall:
             continue
         side = "high" if samples[j][1] >= split_mhz else "low"
         key = (step["requests"], step["verified_length"])
-        groups.setdefault(key, {"high": [], "low": []})[side].append(step["forward_gpu_ms"])
+        groups.setdefault(key, {"high": [], "low": []})[side].append(step)
     out = []
     for (n, length), sides in sorted(groups.items()):
         if len(sides["high"]) + len(sides["low"]) < MIN_STEPS:
             continue
         row = {"requests": n, "verified_length": length}
-        for side, ms in sides.items():
-            row[f"{side}_clock_steps"] = len(ms)
-            row[f"{side}_clock_forward_gpu_ms"] = round(statistics.median(ms), 3) if ms else None
+        for side, steps in sides.items():
+            row[f"{side}_clock_steps"] = len(steps)
+            # the forward phase's device time; with session 51's traces also the model
+            # call's and the lead before it
+            for phase in ("forward_gpu_ms", "model_gpu_ms", "lead_gpu_ms"):
+                if phase == "forward_gpu_ms" or (steps and all(phase in s for s in steps)):
+                    row[f"{side}_clock_{phase}"] = (
+                        round(statistics.median(s[phase] for s in steps), 3) if steps else None)
         out.append(row)
     return out
 

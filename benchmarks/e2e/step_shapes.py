@@ -19,6 +19,9 @@ PHASES = ("forward_cpu_ms", "sample_cpu_ms", "draft_cpu_ms", "forward_gpu_ms",
           "sample_gpu_ms", "draft_gpu_ms")
 # the engine thread's CPU time per phase (runner traces since session 41)
 THREAD_PHASES = ("forward_thread_ms", "sample_thread_ms", "draft_thread_ms")
+# the target model's call within the forward phase and the device time before it (since
+# session 51: `diagnostics.phase_trace`)
+MODEL_PHASES = ("model_cpu_ms", "model_gpu_ms", "lead_gpu_ms")
 
 
 def read_steps(csv_path: Path) -> list[tuple[float, int, int, int, float, int]]:
@@ -37,7 +40,7 @@ def read_steps(csv_path: Path) -> list[tuple[float, int, int, int, float, int]]:
 def read_runner(runner_path: Path) -> list[dict]:
     """The runner's phase trace (`diagnostics.phase_trace`): per step its start (s),
     requests, verified length and graph mode, and the ms of each of PHASES (and of
-    THREAD_PHASES where the trace has them)."""
+    THREAD_PHASES and MODEL_PHASES where the trace has them)."""
     rows = []
     for line in runner_path.read_text().splitlines():
         if not line.strip():
@@ -45,7 +48,8 @@ def read_runner(runner_path: Path) -> list[dict]:
         fields = line.split(",")
         row = {"start": float(fields[0]), "requests": int(fields[1]),
                "verified_length": int(fields[2]), "graph_mode": int(fields[9])}
-        row.update(zip(PHASES + THREAD_PHASES, map(float, fields[3:9] + fields[10:13])))
+        row.update(zip(PHASES + THREAD_PHASES + MODEL_PHASES,
+                       map(float, fields[3:9] + fields[10:16])))
         rows.append(row)
     return rows
 
@@ -72,7 +76,8 @@ def runner_phases(runner_path: Path) -> list[dict]:
     for (n, length, mode), rows in sorted(groups.items()):
         if len(rows) < MIN_STEPS:
             continue
-        phases = [p for p in PHASES + THREAD_PHASES if all(p in r for r in rows)]
+        phases = [p for p in PHASES + THREAD_PHASES + MODEL_PHASES
+                  if all(p in r for r in rows)]
         out.append({"requests": n, "verified_length": length, "graph_mode": mode,
                     "steps": len(rows),
                     **{p: round(statistics.median(r[p] for r in rows), 3) for p in phases}})

@@ -45,10 +45,33 @@ def test_phase_trace_writes_a_step_only_once_its_events_completed(tmp_path):
     lines = (tmp_path / "t.runner").read_text().splitlines()
     assert len(lines) == 3 and [float(x.split(",")[6]) for x in lines[1:]] == [2.5, 2.5]
     fields = lines[1].split(",")
-    assert len(fields) == 13, "start, requests, length, 3 wall, 3 device, mode, 3 thread CPU"
+    assert len(fields) == 16, ("start, requests, length, 3 wall, 3 device, mode, 3 thread "
+                               "CPU, the model's wall, device and lead")
     wall, thread = float(fields[3]), float(fields[10])
     assert 0.0 <= thread <= wall + 0.5, "the thread's CPU time within its wall time"
+    assert fields[13:] == ["0.000"] * 3, "no model call in these steps"
     assert len(trace.pending) == 2  # step 2 (unfinished) and the last one
+
+
+def test_phase_trace_times_the_model_call_within_the_forward(tmp_path):
+    """The model's own call (the runner's `_model_forward`) is a sub-phase of the
+    forward: its host time, its device time and the device time from the forward's start
+    to the model's (session 51: a forward's slow stretches, graph or lead)."""
+    trace = PhaseTrace(str(tmp_path / "t.runner"), use_cuda=False)
+    trace.finish_step(8, 0)
+    forward = trace.begin("forward")
+    model = trace.begin("model")
+    trace.end(model)
+    trace.end(forward)
+    trace.events["forward"] = (_Event(100.0, done=True), _Event(106.5, done=True))
+    trace.events["model"] = (_Event(101.25, done=True), _Event(106.0, done=True))
+    trace.finish_step(8, 1)
+    trace.finish_step(8, 1)
+    fields = (tmp_path / "t.runner").read_text().splitlines()[1].split(",")
+    assert float(fields[6]) == 6.5  # the forward phase's device time
+    model_wall, model_gpu, lead = map(float, fields[13:16])
+    assert model_gpu == 4.75 and lead == 1.25
+    assert 0.0 <= model_wall <= float(fields[3]), "the model's host time within the forward's"
 
 
 def test_sync_debug_counts_syncs_per_site_and_step_kind(tmp_path):

@@ -14,6 +14,12 @@ written once its events have completed (`Event.query`), never by waiting for the
 `elapsed_time` on an unfinished event synchronises, which under async scheduling serialised
 host and GPU and so measured another engine (session 5's async traces). Off by default;
 nothing is recorded without the variable.
+Since session 51 three more fields follow: `model_cpu_ms,model_gpu_ms,lead_gpu_ms`, the
+target model's own call inside the forward phase (the runner's `_model_forward`: host time,
+device time between events around it) and the device time from the forward phase's start
+to the model's (input preparation, and the device idle while the host prepares). Session
+51's H200 traces had the same full-graph forward take 5.6 or 6.5-7.3 ms of device time in
+stretches of tens of steps, at full clock: these split graph time from the lead before it.
 With `VLLM_BASS_PROFILE_DRAFTS=N` as well, the draft phases of N drafting steps (after the
 first 300 steps: warm-up) run under cProfile and `FILE.draft_profile.txt` gets the top
 functions by cumulative and by own time (where the host time of a draft step goes).
@@ -33,6 +39,7 @@ from vllm_bass import envs
 from vllm_bass.diagnostics import open_trace
 
 PHASES = ("forward", "sample", "draft")
+MODEL = "model"  # the target model's call within the forward phase
 
 
 class PhaseTrace:
@@ -103,8 +110,8 @@ class PhaseTrace:
 
     def _reset(self) -> None:
         self.start = time.perf_counter()
-        self.cpu = dict.fromkeys(PHASES, 0.0)
-        self.thread = dict.fromkeys(PHASES, 0.0)
+        self.cpu = dict.fromkeys(PHASES + (MODEL,), 0.0)
+        self.thread = dict.fromkeys(PHASES + (MODEL,), 0.0)
         self.events: dict[str, tuple] = {}
         self.num_reqs = 0
         self.drafted = 0
@@ -135,8 +142,12 @@ class PhaseTrace:
         while self.pending and all(e1.query() for _, e1 in self.pending[0][4].values()):
             start, n, d, cpu, events, mode, thread = self.pending.popleft()
             gpu = [events[p][0].elapsed_time(events[p][1]) if p in events else 0.0
-                   for p in PHASES]
+                   for p in PHASES + (MODEL,)]
+            lead = (events["forward"][0].elapsed_time(events[MODEL][0])
+                    if "forward" in events and MODEL in events else 0.0)
             self.file.write(",".join([f"{start:.6f}", str(n), str(d)]
                                      + [f"{cpu[p]:.3f}" for p in PHASES]
-                                     + [f"{g:.3f}" for g in gpu] + [str(mode)]
-                                     + [f"{thread[p]:.3f}" for p in PHASES]) + "\n")
+                                     + [f"{g:.3f}" for g in gpu[:len(PHASES)]] + [str(mode)]
+                                     + [f"{thread[p]:.3f}" for p in PHASES]
+                                     + [f"{cpu[MODEL]:.3f}", f"{gpu[-1]:.3f}",
+                                        f"{lead:.3f}"]) + "\n")

@@ -52,6 +52,8 @@ OVERRIDDEN_RUNNER_METHODS = {
     "_sample":
         "(self, logits: torch.Tensor | None, spec_decode_metadata: vllm.v1.spec_decode.metadata.SpecDecodeMetadata | None) -> vllm.v1.outputs.SamplerOutput",
     "capture_model": "(self) -> int",
+    "_model_forward":
+        "(self, input_ids: torch.Tensor | None = None, positions: torch.Tensor | None = None, intermediate_tensors: vllm.sequence.IntermediateTensors | None = None, inputs_embeds: torch.Tensor | None = None, **model_kwargs: dict[str, typing.Any]) -> Any",
     "_determine_batch_execution_and_padding":
         "(self, num_tokens: int, num_reqs: int, num_scheduled_tokens_np: numpy.ndarray, max_num_scheduled_tokens: int, use_cascade_attn: bool, allow_microbatching: bool = True, force_eager: bool = False, force_uniform_decode: bool | None = None, force_has_lora: bool | None = None, force_num_active_loras: int | None = None, num_encoder_reqs: int = 0) -> tuple[vllm.config.compilation.CUDAGraphMode, vllm.forward_context.BatchDescriptor, bool, torch.Tensor | None, vllm.compilation.cuda_graph.CUDAGraphStat | None]",
 }
@@ -224,6 +226,18 @@ class BassModelRunnerMixin:
             trace.end(token)
             mode = getattr(getattr(self, "cudagraph_dispatcher", None), "last_mode", None)
             trace.graph_mode = -1 if mode is None else int(getattr(mode, "value", mode))
+
+    def _model_forward(self, *args, **kwargs):
+        """The target's model call, timed as its own sub-phase when tracing (vLLM's hook
+        for this: `GPUModelRunner._model_forward`)."""
+        trace = self._bass_trace
+        if trace is None:
+            return super()._model_forward(*args, **kwargs)
+        token = trace.begin("model")
+        try:
+            return super()._model_forward(*args, **kwargs)
+        finally:
+            trace.end(token)
 
     def propose_draft_token_ids(self, *args, **kwargs):
         trace = self._bass_trace
