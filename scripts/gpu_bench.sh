@@ -63,6 +63,7 @@
 #   bash scripts/gpu_bench.sh pad_stages_ab  # session 50: PAD at 2 stages, long contexts and e2e
 #   bash scripts/gpu_bench.sh crit4_b1  # session 51: criterion 4 at batch 1; batch-4 tiles (x2)
 #   bash scripts/gpu_bench.sh stages_tests  # session 51: GPU tests; the mix on 2 stages (x2)
+#   bash scripts/gpu_bench.sh lead_split  # session 51: batch 128's loss, model vs lead (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -646,6 +647,20 @@ PY
     tail -25 "$W/pair0.log"
     cp "$W/pair0.log" "$OUT/gpu_tests_stages.txt"
     pack stages_tests ;;
+  lead_split)  # session 51: the 4x1024 mix lost at batch 128 (one-draft steps 14.6 ms against
+    # 8.8 off) and the same full-graph forward ran 5.6 or 6.5-7.3 ms in stretches at full
+    # clock. GPU 0: the mix at batch 64 / 128, traced (runner traces now split the model
+    # call from the device lead before it): the default, fixed K=1, plain, vLLM K=1 / 2.
+    # GPU 1: the kernel GPU tests (fp32 tile variants), then the whole greedy engine file
+    VS_TIMEOUT=${VS_TIMEOUT:-530} PAIR0_ARGS="--systems plain,bass_default,bass_fixed1,vllm_k1,vllm_k2
+      --keep-order --drafts 4x1024 --acceptance mix --batches 128,64 --prompt-len 128
+      --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 170 --trace-dir $W/traces0" \
+      PAIR1_CMD="python3 -m pytest -m gpu -v -rs --durations=10 -p no:cacheprovider
+      tests/kernels/test_bass_paged_attention.py tests/test_engine_greedy.py" run_pair
+    tail -25 "$W/pair1.log"
+    cp "$W/pair1.log" "$OUT/gpu_tests_lead_split.txt"
+    cp "$W"/forward_by_clock_*.json "$OUT/" 2>/dev/null
+    pack lead_split ;;
   pad_stages_ab)  # session 50: PAD at 2 K/V stages (VLLM_BASS_PAD_STAGES=2) was 4-7% faster
     # than the default's 3 at batch 64-256 and 128-384 cached tokens (graph-timed). First the
     # same at 1024 / 4096 cached tokens (two query tokens), then end to end: the default
