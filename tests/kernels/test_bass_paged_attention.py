@@ -102,7 +102,7 @@ def test_mixed_query_lengths(device, dtype, strategy, head_fastest):
 # plan's tiles, so each must be exact wherever a context ends inside a key block
 PAD_TILE_VARIANTS = {"cpu": [(16, 4, 1), (32, 2, 2)],
                      "cuda": [(16, 2, 2), (32, 2, 2), (64, 4, 2), (128, 8, 2), (128, 8, 1),
-                             (256, 8, 1)]}
+                              (256, 8, 1)]}
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -124,8 +124,9 @@ def test_pad_tile_variants(device, dtype):
     for block_n, warps, stages in PAD_TILE_VARIANTS[device]:
         if stages * block_n * base.block_d * 2 * b.q.element_size() > SMEM_BUDGET:
             # K/V stages past the budget `pick_tiles` holds every plan to: never a plan's
-            # tiles at this dtype (fp32 256-key tiles would need 256 KB of shared memory;
-            # session 51's GPU run failed the fp32 case, its traceback not kept)
+            # tiles at this dtype (fp32 128-key tiles in 2 stages and 256-key tiles need
+            # 256 KB of shared memory; session 51's GPU run failed the fp32 case, its
+            # traceback not kept)
             continue
         for head_fastest in (False, True):
             tiles = dataclasses.replace(base, block_n=block_n, num_warps=warps,

@@ -80,7 +80,7 @@ SHORT_PAD_PROGRAMS_PER_SM = 0.9
 # is at most this: H200, 7B layer, batch 64-256, graph-timed (sessions 50-51), the 64-key
 # tiles with 2 stages against 3: 4-7% faster at 128-384 cached tokens (24 of 24 shapes,
 # one and two query tokens), 2-3% at 1024, 0.2-0.7% slower at 4096; end to end on the mix
-# (4x1024, batch 64 / 128 / 256) 2-7% faster on best repeats, 3-5% on medians. A captured
+# (4x1024, batch 64 / 128 / 256) 2-7% faster on best repeats, 3-6% on medians. A captured
 # graph plans for max_model_len, so this is also a bound on the engine's context length.
 PAD_TWO_STAGE_CONTEXT = 2048
 
