@@ -656,3 +656,15 @@ def test_a_bad_knee_price_mode_is_refused_by_name(monkeypatch):
     monkeypatch.setenv("VLLM_BASS_KNEE_PRICE", "over_fit")
     with pytest.raises(ValueError, match="VLLM_BASS_KNEE_PRICE must be one of max, sum"):
         _scheduler(True)
+
+
+@pytest.mark.parametrize("fit", [None, "borrow", "linear"])
+def test_cost_fit_borrow_is_an_opt_in_of_the_scheduler(fit, monkeypatch):
+    """VLLM_BASS_COST_FIT=borrow (session 51's A/B aid) makes the scheduler's step-cost fit
+    lend a young batch size the nearest mature one's costs; otherwise each plans with its
+    own."""
+    if fit is None:
+        monkeypatch.delenv("VLLM_BASS_COST_FIT", raising=False)
+    else:
+        monkeypatch.setenv("VLLM_BASS_COST_FIT", fit)
+    assert _scheduler(False).bass_costs.borrow_young is (fit == "borrow")

@@ -53,13 +53,14 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
              "programmatic dependent launch (A/B measurements)"),
     "VLLM_BASS_PAD_STAGES": (
         "0", "N: our attention's PAD launches keep at most N K/V pipeline stages (0: the "
-             "chooser's, 3 for the 7B layer's tiles; session 50 graph-timed 2 stages 4-7% "
-             "faster at batch 64-256 and 128-384 cached tokens; A/B measurements)"),
+             "chooser's: at full occupancy 2 up to 2048 planned keys, else 3 for the 7B "
+             "layer's tiles; A/B measurements)"),
     "VLLM_BASS_COST_FIT": (
         "", "session29: the step-cost fit as before session 30, without its per-request term "
             "and with its prior scaled by every step, not the off-steps; one_draft: with a "
             "one-draft step's own premium (session 40's default, dropped in session 41); "
-            "linear: the default (A/B measurements)"),
+            "borrow: a batch size with few drafting steps plans with the nearest one that "
+            "has them (session 51); linear: the default (A/B measurements)"),
     "VLLM_BASS_KNEE_PRICE": (
         "max", "sum: a verified token past the knee costs the fitted token price plus the "
                "knee's compute price, as before session 32 (A/B measurements); max (the "

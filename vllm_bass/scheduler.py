@@ -278,7 +278,8 @@ class BassScheduler(Scheduler):
         self.bass_costs = StepCostEstimator(session29_fit=cost_fit == "session29",
                                             one_draft_term=cost_fit == "one_draft",
                                             draft_step_floor=draft_step_cost_floor(
-                                                self.vllm_config))
+                                                self.vllm_config),
+                                            borrow_young=cost_fit == "borrow")
         # a draft step's GPU time by batch size, timed at start-up: the fit's floor (the
         # engine measures and hands it over unless VLLM_BASS_MEASURED_DRAFT_STEP=0; the
         # default since session 49: docs/design.md)

@@ -18,7 +18,8 @@ the knee at the fitted price plus the knee's, the default before session 32; ses
 `overfitknee` is the default since), `closed_uniform` (session 39, dropped: a closed
 batch drafts its cap for every request, not ragged lengths within it), `linearfit` / `onedraftfit`
 (the step-cost fit without / with session 40's one-draft premium; without is the default
-again since session 41), `explore`
+again since session 41), `borrowfit` (session 51: a bucket with few drafting steps plans
+with the nearest mature one, VLLM_BASS_COST_FIT=borrow), `explore`
 (session 40, dropped: length exploration on), `replan_s40` / `replan_loose` (session 41:
 when a plan is solved again, session 40's rule / a looser one than the default),
 `draftpriorX[_Y]` (session 42: the cost prior's draft step at X plain steps, 0.12 the
@@ -124,6 +125,8 @@ def _configure_part(variant: str, sched) -> None:
         sched.bass_costs = StepCostEstimator(one_draft_term=False, draft_step_floor=floor)
     elif variant == "onedraftfit":  # session 40's default: the one-draft premium
         sched.bass_costs = StepCostEstimator(one_draft_term=True, draft_step_floor=floor)
+    elif variant == "borrowfit":  # session 51: a young bucket plans with the nearest mature
+        sched.bass_costs = StepCostEstimator(borrow_young=True, draft_step_floor=floor)
     elif variant.startswith("draftprior"):  # the cost prior's draft step (and, after a
         # "_", its first pass), in plain steps: draftprior0.04 or draftprior0.04_0.10
         step, _, first = variant[len("draftprior"):].partition("_")

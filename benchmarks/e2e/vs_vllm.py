@@ -162,6 +162,9 @@ EXTRA_SYSTEMS["bass_s29fit"] = {}
 # again since session 41; and with it (VLLM_BASS_COST_FIT=one_draft, session 40's default)
 EXTRA_SYSTEMS["bass_linear_fit"] = {}
 EXTRA_SYSTEMS["bass_one_draft_fit"] = {}
+# a batch size with few drafting steps plans with the nearest one that has them
+# (VLLM_BASS_COST_FIT=borrow, session 51: a young batch-64 fit turned the mix off)
+EXTRA_SYSTEMS["bass_borrow_fit"] = {}
 # the draft's first-pass KV slots by vLLM's torch code (VLLM_BASS_FIRST_PASS_SLOT_KERNEL=0),
 # not session 41's one launch: the host-time A/B
 EXTRA_SYSTEMS["bass_vllm_slots"] = {}
@@ -211,6 +214,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_BASS_COST_FIT": "linear"}
     if system == "bass_one_draft_fit":
         return {"VLLM_BASS_COST_FIT": "one_draft"}
+    if system == "bass_borrow_fit":
+        return {"VLLM_BASS_COST_FIT": "borrow"}
     if system == "bass_vllm_slots":
         return {"VLLM_BASS_FIRST_PASS_SLOT_KERNEL": "0"}
     if system == "bass_measured_step":

@@ -549,3 +549,49 @@ def test_session45_trace_a_measured_draft_step_shortens_the_batch8_plan():
     assert free.model_for(8).per_draft_step < 0.01
     assert best_length(free) == 16
     assert 6 <= best_length(measured) <= 12
+
+
+@pytest.mark.cpu
+def test_a_young_bucket_borrows_the_nearest_mature_fit_when_asked():
+    """VLLM_BASS_COST_FIT=borrow (session 51's A/B aid): a batch size whose fit has seen few
+    drafting steps plans with the nearest one that has seen enough, its plain step
+    extrapolated by the per-request term. Session 51's trace: the batch-64 bucket's first
+    two drafting steps took 12 ms against ~6 off, its own fit priced a draft 1.6-1.9x an
+    off-step, and the batch stayed off."""
+    from vllm_bass.policy.cost_model import BORROW_DRAFTING_WEIGHT
+
+    def law_ms(batch, draft_steps, verify):
+        ms = 4.0 + 0.03 * batch + 0.003 * verify
+        return ms + (0.5 + 0.17 * draft_steps if draft_steps else 0.0)
+
+    def feed(est):
+        for i in range(60):  # batch 32: drafting at 1-3 and some off-steps
+            d = (0, 1, 2, 3)[i % 4]
+            est.observe(32, d, 32 * d, law_ms(32, d, 32 * d) / 1e3)
+        for _ in range(6):  # batch 64: off-steps, then two dear drafting steps
+            est.observe(64, 0, 0, law_ms(64, 0, 0) / 1e3)
+        for _ in range(2):
+            est.observe(64, 1, 64, 12.0e-3)
+
+    def one_draft(model, batch):
+        return model.time_for(1, batch) / model.time_for(0, 0)
+
+    own, borrowing = StepCostEstimator(), StepCostEstimator(borrow_young=True)
+    feed(own)
+    feed(borrowing)
+    truth = law_ms(64, 1, 64) / law_ms(64, 0, 0)  # 1.15x
+    assert one_draft(own.model_for(64), 64) > 1.3 * truth, "the young fit alone: dear"
+    assert one_draft(borrowing.model_for(64), 64) == pytest.approx(truth, rel=0.1)
+    # a bucket with enough drafting steps of its own plans with them, as without borrowing
+    for est in (own, borrowing):
+        for _ in range(int(BORROW_DRAFTING_WEIGHT) + 4):
+            est.observe(64, 1, 64, law_ms(64, 1, 64) / 1e3)
+    assert borrowing.fits[64].draft_weight >= BORROW_DRAFTING_WEIGHT
+    assert borrowing.model_for(64) == own.model_for(64)
+    # without any mature bucket the young one keeps its own fit (or the prior)
+    lone, plain_fit = StepCostEstimator(borrow_young=True), StepCostEstimator()
+    for est in (lone, plain_fit):
+        for _ in range(8):
+            est.observe(64, 0, 0, law_ms(64, 0, 0) / 1e3)
+    assert lone._donor(64) is None
+    assert lone.model_for(64) == plain_fit.model_for(64)

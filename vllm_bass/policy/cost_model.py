@@ -104,6 +104,12 @@ SETTLED_WEIGHT = 24.0
 WINDOW = 192  # raw steps kept per bucket (forgetting 0.98: the oldest weigh 0.02)
 MIN_DRAFTING_WEIGHT = 7.0  # decayed drafting steps of a bucket before lengths_unvaried says
 LENGTH_SPREAD = 0.5  # draft steps' weighted standard deviation below which they are "one length"
+# `borrow_young` (VLLM_BASS_COST_FIT=borrow, an A/B aid): a bucket with fewer decayed
+# drafting steps than this plans with the nearest bucket that has them. Session 51's H200
+# trace (the mix, batch 64): the bucket's first two drafting steps took 12.0 ms against
+# 5.6-6.8 off, its young fit priced one draft at 1.6-1.9x an off-step, and the batch stayed
+# off, seeing no drafting step but probes, where K=2 measured 1.55x an off-step
+BORROW_DRAFTING_WEIGHT = 6.0
 OUTLIER_FACTOR = 4.0  # a step this many times its shape's fastest (or the model) is a stall
 FEW_STEPS = 3  # a shape seen this often or less is judged against the other shapes' model
 RARE_FACTOR = 2.0  # ... and, once the gross stalls are out, this far above it is a stall
@@ -258,8 +264,11 @@ class StepCostEstimator:
     def __init__(self, prior: StepCostModel | None = None, forget: float = 0.98,
                  prior_strength: float = 0.1, min_weight: float = 6.0,
                  session29_fit: bool = False, one_draft_term: bool = False,
-                 draft_step_floor: float | None = None):
+                 draft_step_floor: float | None = None, borrow_young: bool = False):
         self.prior = prior or PRIOR_COSTS
+        # True (VLLM_BASS_COST_FIT=borrow, an A/B aid): a bucket that has seen few drafting
+        # steps plans with the nearest bucket that has seen enough (BORROW_DRAFTING_WEIGHT)
+        self.borrow_young = borrow_young
         # the least a draft step may cost in plain steps (the scheduler's
         # `draft_step_cost_floor`, from the models' sizes; MIN_DRAFT_STEP without one)
         self.draft_step_floor = max(MIN_DRAFT_STEP, draft_step_floor or 0.0)
@@ -330,6 +339,8 @@ class StepCostEstimator:
     def model_for(self, batch: int) -> StepCostModel:
         """Relative costs for this batch size; the prior until enough steps were seen."""
         fit = self.fits.get(batch_bucket(batch))
+        if self.borrow_young and (fit is None or fit.draft_weight < BORROW_DRAFTING_WEIGHT):
+            fit = self._donor(batch_bucket(batch)) or fit
         if fit is None or fit.weight < self.min_weight:
             return self.prior
         theta = self._theta(fit)
@@ -341,6 +352,18 @@ class StepCostEstimator:
                              per_verify_token=max(float(theta[3] / a), 0.0),
                              draft_pass=max(float(theta[1] / a), 0.0),
                              one_draft=max(float(theta[6] / a), 0.0))
+
+    def _donor(self, bucket: int) -> _Fit | None:
+        """The bucket nearest `bucket` (in powers of two; the smaller on a tie) whose fit
+        holds min_weight steps, BORROW_DRAFTING_WEIGHT of them drafting; None if none does.
+        Its costs in seconds, the plain step extrapolated by its per-request term, price
+        this batch (`model_for`)."""
+        mature = [b for b, f in self.fits.items() if b != bucket
+                  and f.weight >= self.min_weight and f.draft_weight >= BORROW_DRAFTING_WEIGHT]
+        if not mature:
+            return None
+        log2 = math.log2(bucket)
+        return self.fits[min(mature, key=lambda b: (abs(math.log2(b) - log2), b))]
 
     def _theta(self, fit: _Fit) -> np.ndarray:
         """Absolute costs (seconds) [base, draft_pass, per_draft_step, per_verify_token,
