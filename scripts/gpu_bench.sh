@@ -64,6 +64,7 @@
 #   bash scripts/gpu_bench.sh crit4_b1  # session 51: criterion 4 at batch 1; batch-4 tiles (x2)
 #   bash scripts/gpu_bench.sh stages_tests  # session 51: GPU tests; the mix on 2 stages (x2)
 #   bash scripts/gpu_bench.sh lead_split  # session 51: batch 128's loss, model vs lead (x2)
+#   bash scripts/gpu_bench.sh borrow_ab  # session 51: a young fit borrowing a mature one (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -661,6 +662,14 @@ PY
     cp "$W/pair1.log" "$OUT/gpu_tests_lead_split.txt"
     cp "$W"/forward_by_clock_*.json "$OUT/" 2>/dev/null
     pack lead_split ;;
+  borrow_ab)  # session 51: a young batch-64 fit (two 12 ms drafting steps) turned the mix
+    # off for ~60 steps; VLLM_BASS_COST_FIT=borrow lends a young batch size the nearest
+    # mature fit. The mix at batch 32 / 64 / 128, traced, the default against
+    # bass_borrow_fit beside plain and vLLM K=1; GPU 0 4x1024, GPU 1 8x1024
+    VS_TIMEOUT=${VS_TIMEOUT:-540} pair_preset borrow_ab "--keep-order --acceptance mix
+      --batches 32,64,128 --prompt-len 128 --max-tokens 128 --repeats 3
+      --min-timed-seconds 0 --timeout 170 --systems bass_default,bass_borrow_fit,plain,vllm_k1" \
+      "--drafts 4x1024 --trace-dir $W/traces0" "--drafts 8x1024 --trace-dir $W/traces1" ;;
   pad_stages_ab)  # session 50: PAD at 2 K/V stages (VLLM_BASS_PAD_STAGES=2) was 4-7% faster
     # than the default's 3 at batch 64-256 and 128-384 cached tokens (graph-timed). First the
     # same at 1024 / 4096 cached tokens (two query tokens), then end to end: the default
