@@ -55,4 +55,7 @@ def test_a_stream_is_planned_open_and_stays_lossless(tmp_path, monkeypatch):
               (tmp_path / "steps.csv.runner").read_text().splitlines()]
     stepped = [f for f in runner if int(f[1]) > 0]
     assert stepped and all(len(f) == 16 for f in stepped), {len(f) for f in stepped}
-    assert all(0.0 < float(f[13]) <= float(f[3]) + 0.01 for f in stepped), stepped[:3]
+    assert all(float(f[13]) <= float(f[3]) + 0.01 for f in stepped), stepped[:3]
+    # (a step that scheduled no token returns before the model: allowed, but rare)
+    timed = [f for f in stepped if float(f[13]) > 0.0]
+    assert len(timed) >= 0.9 * len(stepped), (len(timed), len(stepped))
