@@ -186,11 +186,12 @@ utilization.gpu,clocks_throttle_reasons.active --format=csv,noheader -lms 250 \
   done
   cleanup
 }
-pad_tune() {  # Q OUT_NAME TIMEOUT CONTEXTS VARIANTS: PAD's tiles graph-timed at batch
-  # 64-256 (TUNE_TIMEOUT, TUNE_CONTEXTS, TUNE_BATCHES, PAD_VARIANTS override), into $OUT
+pad_tune() {  # Q OUT_NAME TIMEOUT CONTEXTS VARIANTS [BATCHES]: our attention's tiles
+  # graph-timed against FA3 at batch BATCHES (default 64-256; TUNE_TIMEOUT, TUNE_CONTEXTS,
+  # TUNE_BATCHES, PAD_VARIANTS override; no variants: the benchmark's own), into $OUT
   timeout "${TUNE_TIMEOUT:-$3}" python3 benchmarks/kernels/bench_paged_attention.py --tune \
     --tune-q "$1" --out "$OUT" --tune-contexts "${TUNE_CONTEXTS:-$4}" \
-    --tune-batches "${TUNE_BATCHES:-64,128,256}" --tune-out "$2" \
+    --tune-batches "${TUNE_BATCHES:-${6:-64,128,256}}" --tune-out "$2" \
     --pad-variants "${PAD_VARIANTS:-$5}" 2>&1
 }
 pair_preset() {  # NAME COMMON SLICE0 SLICE1: run_pair with each slice's vs_vllm.py arguments
@@ -235,10 +236,8 @@ case "${1:-}" in
     timeout 200 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
       tests/kernels/test_bass_paged_attention.py tests/kernels/test_bass_attention_backend.py \
       2>&1 | tail -15 | tee "$OUT/gpu_tests_splits.txt"
-    timeout "${TUNE_TIMEOUT:-150}" python3 benchmarks/kernels/bench_paged_attention.py --tune \
-      --out "$OUT" --tune-contexts "${TUNE_CONTEXTS:-256,1024,4096,8192}" \
-      --tune-batches "${TUNE_BATCHES:-1,4,8}" --tune-out paged_attention_tune_small.json \
-      --pad-variants "${PAD_VARIANTS:-}" 2>&1 | tee "$W/tune.log" | tail -14
+    pad_tune 5 paged_attention_tune_small.json 150 256,1024,4096,8192 "" 1,4,8 \
+      | tee "$W/tune.log" | tail -14
     timeout 170 python3 benchmarks/kernels/bench_paged_attention.py --any-batch \
       --no-eager --out "$W" 2>&1 | tee "$W/kernel_bench.log" | tail -3
     cp "$W"/paged_attention_bench.{json,md} "$OUT/" 2>/dev/null

@@ -125,11 +125,12 @@ def pad_stages_cap() -> int:
     return cap
 
 
-def _pad(tiles: AttnTiles, any_batch: bool) -> AttnPlan:
-    """A PAD plan on `tiles`, their stages capped by VLLM_BASS_PAD_STAGES."""
-    cap = pad_stages_cap()
-    if cap and tiles.num_stages > cap:
-        tiles = replace(tiles, num_stages=cap)
+def _pad(tiles: AttnTiles, any_batch: bool, most_stages: int = 0) -> AttnPlan:
+    """A PAD plan on `tiles`, their stages capped at `most_stages` (0: no cap of the
+    chooser's) and by VLLM_BASS_PAD_STAGES."""
+    caps = [c for c in (most_stages, pad_stages_cap()) if c]
+    if caps and tiles.num_stages > min(caps):
+        tiles = replace(tiles, num_stages=min(caps))
     return AttnPlan("pad", 1, tiles, any_batch)
 
 
@@ -156,13 +157,11 @@ def choose_plan(
     programs = batch * num_kv_heads * q_tiles
     if strategy == "auto":
         if programs >= PAD_PROGRAMS_PER_SM * sms:
-            if max_seq_len <= PAD_TWO_STAGE_CONTEXT:
-                tiles = replace(tiles, num_stages=min(tiles.num_stages, 2))
-            return _pad(tiles, any_batch)
+            return _pad(tiles, any_batch, 2 if max_seq_len <= PAD_TWO_STAGE_CONTEXT else 0)
         if (SHORT_CONTEXT < max_seq_len <= SHORT_CONTEXT + SHORT_PAD_REACH
                 and SHORT_PAD_PROGRAMS_PER_SM * sms <= programs < WIDE_PAD_PROGRAMS_PER_SM * sms):
             # where SPLIT was chosen before (at or below SHORT_CONTEXT: the wide PAD below)
-            return _pad(replace(tiles, num_stages=min(tiles.num_stages, 2)), any_batch)
+            return _pad(tiles, any_batch, 2)
         if programs >= WIDE_PAD_PROGRAMS_PER_SM * sms or max_seq_len <= SHORT_CONTEXT:
             strategy = "pad"
     wide = pick_tiles(num_heads, num_kv_heads, head_size, max_query_len, elem_size, wide=True)
