@@ -65,6 +65,7 @@
 #   bash scripts/gpu_bench.sh stages_tests  # session 51: GPU tests; the mix on 2 stages (x2)
 #   bash scripts/gpu_bench.sh lead_split  # session 51: batch 128's loss, model vs lead (x2)
 #   bash scripts/gpu_bench.sh borrow_ab  # session 51: a young fit borrowing a mature one (x2)
+#   bash scripts/gpu_bench.sh prior_ab  # session 52: compute-priced prior + borrowing (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -669,6 +670,20 @@ PY
       --batches 32,64,128 --prompt-len 128 --max-tokens 128 --repeats 3
       --min-timed-seconds 0 --timeout 170 --systems bass_default,bass_borrow_fit,plain,vllm_k1" \
       "--drafts 4x1024 --trace-dir $W/traces0" "--drafts 8x1024 --trace-dir $W/traces1" ;;
+  prior_ab)  # session 52: the default now prices a verified token in its prior at 0.0025 of
+    # a plain step (0.01 before) and lends a young batch size the nearest mature fit; call 1
+    # saw the old default off on 28% of batch-128 steps and 5% slower than fixed K=1. The
+    # default against the session-51 fit. GPU 0: the mix at batch 64 / 128 / 256 (ascending,
+    # as the issue's benchmark), traced, beside fixed K=1, plain and vLLM K=1. GPU 1: alpha
+    # 0.3 / 0.6 at batch 128 / 256 (criterion 3 with drafting priced cheaper), beside plain
+    VS_TIMEOUT=${VS_TIMEOUT:-520} PAIR0_ARGS="--systems bass_default,bass_session51_fit,bass_fixed1,plain,vllm_k1
+      --keep-order --drafts 4x1024 --acceptance mix --batches 64,128,256 --prompt-len 128
+      --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 170 --trace-dir $W/traces0" \
+      PAIR1_ARGS="--systems bass_default,bass_session51_fit,plain
+      --keep-order --drafts 4x1024 --acceptance 0.3,0.6 --batches 128,256 --prompt-len 128
+      --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 170 --trace-dir $W/traces1" \
+      run_pair
+    pack prior_ab ;;
   pad_stages_ab)  # session 50: PAD at 2 K/V stages (VLLM_BASS_PAD_STAGES=2) was 4-7% faster
     # than the default's 3 at batch 64-256 and 128-384 cached tokens (graph-timed). First the
     # same at 1024 / 4096 cached tokens (two query tokens), then end to end: the default

@@ -658,13 +658,20 @@ def test_a_bad_knee_price_mode_is_refused_by_name(monkeypatch):
         _scheduler(True)
 
 
-@pytest.mark.parametrize("fit", [None, "borrow", "linear"])
-def test_cost_fit_borrow_is_an_opt_in_of_the_scheduler(fit, monkeypatch):
-    """VLLM_BASS_COST_FIT=borrow (session 51's A/B aid) makes the scheduler's step-cost fit
-    lend a young batch size the nearest mature one's costs; otherwise each plans with its
-    own."""
+@pytest.mark.parametrize("fit", [None, "borrow", "linear", "session51", "session29"])
+def test_cost_fit_borrows_and_prices_compute_by_default(fit, monkeypatch):
+    """Since session 52 the scheduler's step-cost fit lends a young batch size the nearest
+    mature one's costs and its prior prices a verified token at one token's compute
+    (0.0025 of a plain step); VLLM_BASS_COST_FIT=session51 (and the older A/B fits) plan
+    each batch size with its own fit from the earlier prior (0.01)."""
+    from vllm_bass.policy.cost_model import PRIOR_COSTS, SESSION51_PRIOR
+
     if fit is None:
         monkeypatch.delenv("VLLM_BASS_COST_FIT", raising=False)
     else:
         monkeypatch.setenv("VLLM_BASS_COST_FIT", fit)
-    assert _scheduler(False).bass_costs.borrow_young is (fit == "borrow")
+    costs = _scheduler(False).bass_costs
+    earlier = fit in ("session51", "session29")
+    assert costs.borrow_young is not earlier
+    assert costs.prior == (SESSION51_PRIOR if earlier else PRIOR_COSTS)
+    assert costs.model_for(64).per_verify_token == (0.01 if earlier else 0.0025)

@@ -59,8 +59,10 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
         "", "session29: the step-cost fit as before session 30, without its per-request term "
             "and with its prior scaled by every step, not the off-steps; one_draft: with a "
             "one-draft step's own premium (session 40's default, dropped in session 41); "
-            "borrow: a batch size with few drafting steps plans with the nearest one that "
-            "has them (session 51); linear: the default (A/B measurements)"),
+            "session51: the default before session 52 (a verified token's prior price "
+            "0.01 of a plain step, not 0.0025; each batch size plans with its own fit, not "
+            "the nearest one with drafting steps while it has few); linear / borrow: the "
+            "default (A/B measurements)"),
     "VLLM_BASS_KNEE_PRICE": (
         "max", "sum: a verified token past the knee costs the fitted token price plus the "
                "knee's compute price, as before session 32 (A/B measurements); max (the "

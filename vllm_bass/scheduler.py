@@ -47,7 +47,7 @@ from vllm_bass import envs
 from vllm_bass.config import DEFAULT_VERIFY_KNEE_TOKENS, bass_config_from_vllm
 from vllm_bass.diagnostics import open_trace
 from vllm_bass.policy.auto_off import with_test_off_cycle
-from vllm_bass.policy.cost_model import StepCostEstimator, knee_price
+from vllm_bass.policy.cost_model import SESSION51_PRIOR, StepCostEstimator, knee_price
 from vllm_bass.policy.factory import make_policy
 from vllm_bass.policy.policies import DraftPlan, Verified, within_token_budget
 
@@ -275,11 +275,15 @@ class BassScheduler(Scheduler):
         self._bass_wave_start = 0
         self._bass_last_join: int | None = None
         cost_fit = envs.get("VLLM_BASS_COST_FIT").strip()
-        self.bass_costs = StepCostEstimator(session29_fit=cost_fit == "session29",
+        # the A/B fits of earlier sessions keep the prior they ran with and plan each batch
+        # size with its own fit (cost_model.PRIOR_COSTS says what changed in session 52)
+        earlier = cost_fit in ("session29", "one_draft", "session51")
+        self.bass_costs = StepCostEstimator(prior=SESSION51_PRIOR if earlier else None,
+                                            session29_fit=cost_fit == "session29",
                                             one_draft_term=cost_fit == "one_draft",
                                             draft_step_floor=draft_step_cost_floor(
                                                 self.vllm_config),
-                                            borrow_young=cost_fit == "borrow")
+                                            borrow_young=not earlier)
         # a draft step's GPU time by batch size, timed at start-up: the fit's floor (the
         # engine measures and hands it over unless VLLM_BASS_MEASURED_DRAFT_STEP=0; the
         # default since session 49: docs/design.md)

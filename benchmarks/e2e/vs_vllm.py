@@ -163,8 +163,12 @@ EXTRA_SYSTEMS["bass_s29fit"] = {}
 EXTRA_SYSTEMS["bass_linear_fit"] = {}
 EXTRA_SYSTEMS["bass_one_draft_fit"] = {}
 # a batch size with few drafting steps plans with the nearest one that has them
-# (VLLM_BASS_COST_FIT=borrow, session 51: a young batch-64 fit turned the mix off)
+# (VLLM_BASS_COST_FIT=borrow, session 51: a young batch-64 fit turned the mix off; part of
+# the default since session 52)
 EXTRA_SYSTEMS["bass_borrow_fit"] = {}
+# the step-cost fit before session 52 (VLLM_BASS_COST_FIT=session51): the prior's verified
+# token at 0.01 of a plain step, not 0.0025, and no borrowing between batch sizes
+EXTRA_SYSTEMS["bass_session51_fit"] = {}
 # the draft's first-pass KV slots by vLLM's torch code (VLLM_BASS_FIRST_PASS_SLOT_KERNEL=0),
 # not session 41's one launch: the host-time A/B
 EXTRA_SYSTEMS["bass_vllm_slots"] = {}
@@ -216,6 +220,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_BASS_COST_FIT": "one_draft"}
     if system == "bass_borrow_fit":
         return {"VLLM_BASS_COST_FIT": "borrow"}
+    if system == "bass_session51_fit":
+        return {"VLLM_BASS_COST_FIT": "session51"}
     if system == "bass_vllm_slots":
         return {"VLLM_BASS_FIRST_PASS_SLOT_KERNEL": "0"}
     if system == "bass_measured_step":

@@ -470,6 +470,7 @@ def test_per_request_plan_is_reused_until_an_estimate_moves():
     fresh = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=8,
                                              draft_length_policy="per_request"))
     fresh.estimates.alpha = p.estimates.alpha
+    fresh.cost = p.cost  # (the costs moved above)
     assert p.plan(ids) == fresh.plan(ids)
 
 

@@ -104,11 +104,12 @@ SETTLED_WEIGHT = 24.0
 WINDOW = 192  # raw steps kept per bucket (forgetting 0.98: the oldest weigh 0.02)
 MIN_DRAFTING_WEIGHT = 7.0  # decayed drafting steps of a bucket before lengths_unvaried says
 LENGTH_SPREAD = 0.5  # draft steps' weighted standard deviation below which they are "one length"
-# `borrow_young` (VLLM_BASS_COST_FIT=borrow, an A/B aid): a bucket with fewer decayed
-# drafting steps than this plans with the nearest bucket that has them. Session 51's H200
-# trace (the mix, batch 64): the bucket's first two drafting steps took 12.0 ms against
-# 5.6-6.8 off, its young fit priced one draft at 1.6-1.9x an off-step, and the batch stayed
-# off, seeing no drafting step but probes, where K=2 measured 1.55x an off-step
+# `borrow_young` (the scheduler's default since session 52; VLLM_BASS_COST_FIT=session51:
+# off): a bucket with fewer decayed drafting steps than this plans with the nearest bucket
+# that has them. Session 51's H200 trace (the mix, batch 64): the bucket's first two
+# drafting steps took 12.0 ms against 5.6-6.8 off, its young fit priced one draft at
+# 1.6-1.9x an off-step, and the batch stayed off, seeing no drafting step but probes, where
+# K=2 measured 1.55x an off-step
 BORROW_DRAFTING_WEIGHT = 6.0
 OUTLIER_FACTOR = 4.0  # a step this many times its shape's fastest (or the model) is a stall
 FEW_STEPS = 3  # a shape seen this often or less is judged against the other shapes' model
@@ -125,8 +126,18 @@ PER_REQUEST_SLOPE_PRIOR = 0.0086
 # a draft step's fitted cost is held at or above this many plain steps (above it where the
 # models' sizes give a floor: `StepCostEstimator.draft_step_floor`)
 MIN_DRAFT_STEP = 1e-4
-PRIOR_COSTS = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.01,
+# A verified token's prior price: one token's compute against a plain step of a weight-bound
+# target (7B: ~14 GFLOP, ~0.02 ms at ~700 TFLOP/s, against a 6-9 ms step). The fits agree:
+# H200, the mix, 4x1024 (session 52): 0.0014-0.0026 at batch 128, 0.0002-0.001 at 64; H100
+# 0.0003 at batch 64 (session 29). The price before session 52, 0.01 (SESSION51_PRIOR),
+# made one draft at batch 64 cost 1.81 plain steps against 1.06 measured: a batch size
+# without a fit of its own (the tail of a closed batch, a new batch size) went off and
+# learnt no drafting costs but from probes (session 52: 28% off at batch 128, 5% slower
+# than fixed K=1). Past the verification's knee `knee_price` adds the compute price.
+PRIOR_COSTS = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.0025,
                             draft_pass=0.05)
+SESSION51_PRIOR = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.01,
+                                draft_pass=0.05)
 # A prefill token in units of a plain step, before the fit: a 7B target's forward is ~14
 # GFLOP a token, ~0.02-0.03 ms on an H100 against a ~6 ms plain step
 PRIOR_OTHER_TOKEN = 0.004
@@ -266,8 +277,9 @@ class StepCostEstimator:
                  session29_fit: bool = False, one_draft_term: bool = False,
                  draft_step_floor: float | None = None, borrow_young: bool = False):
         self.prior = prior or PRIOR_COSTS
-        # True (VLLM_BASS_COST_FIT=borrow, an A/B aid): a bucket that has seen few drafting
-        # steps plans with the nearest bucket that has seen enough (BORROW_DRAFTING_WEIGHT)
+        # True (the scheduler's default since session 52): a bucket that has seen few
+        # drafting steps plans with the nearest bucket that has seen enough
+        # (BORROW_DRAFTING_WEIGHT)
         self.borrow_young = borrow_young
         # the least a draft step may cost in plain steps (the scheduler's
         # `draft_step_cost_floor`, from the models' sizes; MIN_DRAFT_STEP without one)
@@ -416,8 +428,9 @@ class StepCostEstimator:
         ridge = self.prior_strength * np.eye(7)
         # the prior's scale: the off-steps' mean time where the window holds any (they
         # measure a plain step directly), else the steps' mean through the prior's shape.
-        # That shape prices a verified token at 0.01 of a plain step, 1.9 plain steps for
-        # 192 tokens at batch 64, where the H100 took 0.05 (session 29, 1024-token prompts);
+        # That shape priced a verified token at 0.01 of a plain step before session 52, 1.9
+        # plain steps for 192 tokens at batch 64, where the H100 took 0.05 (session 29,
+        # 1024-token prompts);
         # scaled through it the ridge pulled the plain step toward 6 ms, and as the last
         # off-step's weight decayed the fit drifted from 17 to 12 ms while off-steps took
         # 16-18 ms: every drafting cost looked 1.3-1.5x dearer and the plans shortened
