@@ -324,6 +324,32 @@ def test_per_request_share_follows_the_plain_step_across_batch_sizes():
             0.05 * batch / (5.0 + 0.05 * batch), abs=0.03)
 
 
+def test_per_request_share_ignores_buckets_that_never_measured_a_plain_step():
+    """Session 52's H200 trace: a closed mix's tails (batch 4-32) drafted nearly every step,
+    their fits read a plain step through the prior's shape at ~7 ms where off-steps took
+    ~5, the line through every bucket came out flat and phi at batch 128 was 0.09-0.27
+    against ~0.5; the closed objective then turned the batch off. Only buckets with
+    off-steps (SHARE_OFF_WEIGHT) place the line."""
+    from vllm_bass.policy.cost_model import PER_REQUEST_SLOPE_PRIOR, SHARE_OFF_WEIGHT
+
+    def law_ms(batch, drafted):
+        return 4.0 + 0.035 * batch + (0.5 + 0.03 * batch if drafted else 0.0)
+
+    est = StepCostEstimator()
+    for _ in range(40):  # small buckets: drafting only, and slow (host-bound) steps
+        for batch in (4, 8, 16):
+            est.observe(batch, 2, 2 * batch, 2.0 * law_ms(batch, True) / 1e3)
+    prior = PER_REQUEST_SLOPE_PRIOR * 128 / (1 + PER_REQUEST_SLOPE_PRIOR * 128)
+    assert est.per_request_share(128) == pytest.approx(prior), "no off-steps: the prior"
+    for i in range(60):  # large buckets: off-steps among the drafting ones
+        for batch in (120, 250):
+            drafted = i % 3 != 0
+            est.observe(batch, int(drafted), batch * drafted, law_ms(batch, drafted) / 1e3)
+    assert all(est.fits[b].off_weight < SHARE_OFF_WEIGHT for b in (4, 8, 16))
+    truth = 0.035 * 128 / (4.0 + 0.035 * 128)  # 0.53
+    assert est.per_request_share(128) == pytest.approx(truth, abs=0.08)
+
+
 def test_steps_with_prefill_tokens_give_the_decode_law():
     """A server's steps mostly carry a new request's prefill (continuous batching): the
     prefill tokens are a term of their own, so the drafting costs come out right from such

@@ -123,6 +123,14 @@ HUBER_MIN_SCALE = 0.01
 # A plain step's growth per request relative to its fixed part, before two batch sizes are
 # fitted: 0.049 ms per request against 5.68 ms (H100, 7B-shape target, session 18's trace)
 PER_REQUEST_SLOPE_PRIOR = 0.0086
+# ... fitted from the buckets holding at least this many (decayed) off-steps, each weighing
+# by them: a bucket that drafts nearly every step reads its plain step through the prior's
+# shape. Session 52's H200 trace (the mix, 4x1024): the closed batches' tails (batch 4-32,
+# <= 1 off-step each) put a plain step at 7.0-7.4 ms where off-steps took 4.9-5.5, the line
+# came out flat (0.005-0.02 ms a request against ~0.035 measured), phi at batch 128 0.09-0.27
+# against ~0.5, and the closed objective turned batch 128 / 256 off on 21-64% of its steps,
+# 4-9% slower than fixed K=1
+SHARE_OFF_WEIGHT = 2.0
 # a draft step's fitted cost is held at or above this many plain steps (above it where the
 # models' sizes give a floor: `StepCostEstimator.draft_step_floor`)
 MIN_DRAFT_STEP = 1e-4
@@ -491,22 +499,24 @@ class StepCostEstimator:
     def per_request_share(self, batch: int) -> float:
         """phi: the share of a plain step of `batch` requests that grows with the batch,
         c * batch / (a0 + c * batch), from a line through the fitted plain-step times of
-        the buckets seen (their mean batch sizes); PER_REQUEST_SLOPE_PRIOR until two
-        buckets a factor 1.5 apart hold min_weight steps each. Refitted every RESOLVE_EVERY
+        the buckets whose fits hold SHARE_OFF_WEIGHT off-steps (their mean batch sizes;
+        each weighs by its off-steps); PER_REQUEST_SLOPE_PRIOR until two such buckets a
+        factor 1.5 apart hold min_weight steps each. Refitted every RESOLVE_EVERY
         observations (the closed-batch plan asks every step)."""
         line = self._share_line
         if line is None or self._observed - line[0] >= RESOLVE_EVERY:
             points = []
             for fit in self.fits.values():
-                if fit.weight >= self.min_weight:
+                if fit.weight >= self.min_weight and fit.off_weight >= SHARE_OFF_WEIGHT:
                     mean_batch = fit.batch_sum / fit.weight
                     theta = self._theta(fit)
-                    points.append((mean_batch, plain_step(theta, mean_batch)))
+                    points.append((mean_batch, plain_step(theta, mean_batch),
+                                   fit.off_weight))
             a0, c = 1.0, PER_REQUEST_SLOPE_PRIOR
             if len(points) >= 2:
-                xs, ys = np.array(points).T
+                xs, ys, evidence = np.array(points).T
                 if xs.max() >= 1.5 * xs.min() and (ys > 0).all():
-                    slope, intercept = np.polyfit(xs, ys, 1)
+                    slope, intercept = np.polyfit(xs, ys, 1, w=np.sqrt(evidence))
                     if slope >= 0 and intercept > 0:
                         a0, c = float(intercept), float(slope)
                     elif slope >= 0:  # the fixed part did not come out: all per request
