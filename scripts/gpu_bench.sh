@@ -66,6 +66,7 @@
 #   bash scripts/gpu_bench.sh lead_split  # session 51: batch 128's loss, model vs lead (x2)
 #   bash scripts/gpu_bench.sh borrow_ab  # session 51: a young fit borrowing a mature one (x2)
 #   bash scripts/gpu_bench.sh prior_ab  # session 52: compute-priced prior + borrowing (x2)
+#   bash scripts/gpu_bench.sh share_check  # session 52: the closed share fix, both drafts (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -684,6 +685,14 @@ PY
       --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 170 --trace-dir $W/traces1" \
       run_pair
     pack prior_ab ;;
+  share_check)  # session 52: the closed objective's per-request share now comes from buckets
+    # that measured plain steps (call 2: phi 0.09-0.27 at batch 128, the mix off on 21-64% of
+    # steps, the default 4-19% slower than fixed K=1). The mix at batch 64 / 128, the default
+    # beside fixed K=1, plain and vLLM K=1 / 2, traced; GPU 0 4x1024, GPU 1 8x1024
+    VS_TIMEOUT=${VS_TIMEOUT:-520} pair_preset share_check "--keep-order --acceptance mix
+      --batches 64,128 --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0
+      --timeout 170 --systems bass_default,bass_fixed1,plain,vllm_k1,vllm_k2" \
+      "--drafts 4x1024 --trace-dir $W/traces0" "--drafts 8x1024 --trace-dir $W/traces1" ;;
   pad_stages_ab)  # session 50: PAD at 2 K/V stages (VLLM_BASS_PAD_STAGES=2) was 4-7% faster
     # than the default's 3 at batch 64-256 and 128-384 cached tokens (graph-timed). First the
     # same at 1024 / 4096 cached tokens (two query tokens), then end to end: the default
