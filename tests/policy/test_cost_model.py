@@ -350,6 +350,24 @@ def test_per_request_share_ignores_buckets_that_never_measured_a_plain_step():
     assert est.per_request_share(128) == pytest.approx(truth, abs=0.08)
 
 
+def test_session52_trace_the_share_at_batch_128_follows_its_off_steps():
+    """Replay of session 52's call-2 step trace (H200; BASS default, 4x1024 draft, the mix,
+    closed batches of 64 then 128 then 256): the batch-64 run's tails (batch 4-32) drafted
+    nearly every step. Through every bucket's plain step the share line put phi at batch 128
+    at 0.09-0.27 during the batch-128 runs, where its off-steps (8.1 ms against 13.2 at batch
+    256 and ~6.3 at 64) give ~0.5; the closed objective then turned the batch off on 21-64%
+    of its steps, 8% slower than fixed K=1."""
+    est = StepCostEstimator(borrow_young=True)
+    shares = []
+    for batch, draft_steps, verify, seconds, other in _trace_steps(
+            "session52", "step_trace_call2_bass_default_4x1024_mix.csv.gz"):
+        est.observe(batch, draft_steps, verify, seconds, other)
+        if batch == 128:
+            shares.append(est.per_request_share(128))
+    assert len(shares) > 100
+    assert min(shares) > 0.4
+
+
 def test_steps_with_prefill_tokens_give_the_decode_law():
     """A server's steps mostly carry a new request's prefill (continuous batching): the
     prefill tokens are a term of their own, so the drafting costs come out right from such
