@@ -597,8 +597,8 @@ def test_session45_trace_a_measured_draft_step_shortens_the_batch8_plan():
 
 @pytest.mark.cpu
 def test_a_young_bucket_borrows_the_nearest_mature_fit_when_asked():
-    """`borrow_young` (the scheduler's default since session 52): a batch size whose fit has seen few
-    drafting steps plans with the nearest one that has seen enough, its plain step
+    """`borrow_young` (the scheduler's default since session 52): a batch size whose fit has
+    seen few drafting steps plans with the nearest one that has seen enough, its plain step
     extrapolated by the per-request term. Session 51's trace: the batch-64 bucket's first
     two drafting steps took 12 ms against ~6 off, its own fit priced a draft 1.6-1.9x an
     off-step, and the batch stayed off."""
