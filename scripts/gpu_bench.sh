@@ -67,6 +67,7 @@
 #   bash scripts/gpu_bench.sh borrow_ab  # session 51: a young fit borrowing a mature one (x2)
 #   bash scripts/gpu_bench.sh prior_ab  # session 52: compute-priced prior + borrowing (x2)
 #   bash scripts/gpu_bench.sh share_check  # session 52: the closed share fix, both drafts (x2)
+#   bash scripts/gpu_bench.sh host_b64  # session 52: py-spy of the mix at batch 64 (x2; .pyspy)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -693,6 +694,27 @@ PY
       --batches 64,128 --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0
       --timeout 170 --systems bass_default,bass_fixed1,plain,vllm_k1,vllm_k2" \
       "--drafts 4x1024 --trace-dir $W/traces0" "--drafts 8x1024 --trace-dir $W/traces1" ;;
+  host_b64)  # session 52: the device waits for the host in stretches (runner-trace lead 1.1-2.9
+    # ms at batch 64, every BASS system). py-spy over the engine (carry .pyspy: `bash
+    # scripts/make_pyspy_bundle.sh`), the 4x1024 mix at batch 64, traced: GPU 0 the default,
+    # GPU 1 fixed K=1; then each engine core's step by phase (pyspy_phases.py)
+    SPY=/tmp/py-spy; python3 -c "import lzma,shutil; shutil.copyfileobj(lzma.open('.pyspy/py-spy.xz'), open('/tmp/py-spy','wb'))" && chmod +x $SPY
+    HOST_ARGS="--keep-order --drafts 4x1024 --acceptance mix --batches 64 --prompt-len 128
+      --max-tokens 128 --repeats 4 --min-timed-seconds 0 --timeout 200"
+    VS_TIMEOUT=${VS_TIMEOUT:-300} PAIR0_CMD="$SPY record --nonblocking --subprocesses -r 200
+      -f raw -o $W/pyspy_bass_default.txt -- python3 benchmarks/e2e/vs_vllm.py --out $W/pair0
+      --systems bass_default --trace-dir $W/traces0 $HOST_ARGS" \
+      PAIR1_CMD="$SPY record --nonblocking --subprocesses -r 200 -f raw
+      -o $W/pyspy_bass_fixed1.txt -- python3 benchmarks/e2e/vs_vllm.py --out $W/pair1
+      --systems bass_fixed1 --trace-dir $W/traces1 $HOST_ARGS" run_pair
+    for sys_ in bass_default bass_fixed1; do
+      python3 benchmarks/e2e/pyspy_phases.py "$W/pyspy_$sys_.txt" --systems "*=$sys_" \
+        --out "$OUT/pyspy_phases_$sys_.json" | head -30
+      python3 benchmarks/e2e/pyspy_summary.py "$W/pyspy_$sys_.txt" \
+        --out "$OUT/pyspy_summary_$sys_.json" > /dev/null 2>&1
+      gzip -f "$W/pyspy_$sys_.txt"
+    done
+    pack host_b64 ;;
   pad_stages_ab)  # session 50: PAD at 2 K/V stages (VLLM_BASS_PAD_STAGES=2) was 4-7% faster
     # than the default's 3 at batch 64-256 and 128-384 cached tokens (graph-timed). First the
     # same at 1024 / 4096 cached tokens (two query tokens), then end to end: the default

@@ -37,3 +37,7 @@ def test_phases_by_system(tmp_path):
                                        "BassScheduler._bass_plan_step": 0.4,
                                        "GPUModelRunner._prepare_inputs": 0.6}
     assert out["vllm"]["phases_s"] == {"Scheduler.schedule": 0.1}
+    # one system per recording: every child counts as it
+    alone = pyspy_phases.phases(raw, {"*": "one"}, rate=100.0)
+    assert alone["one"]["step_s"] == 1.3
+    assert alone["one"]["phases_s"]["Scheduler.schedule"] == 0.5

@@ -40,11 +40,12 @@ def phases(path: Path, systems: dict[str, str], rate: float) -> dict:
         if len(parts) < 3 or not parts[2].startswith("process"):
             continue  # not an engine-core process under a system's child
         m = re.match(r"process (\d+)", parts[1])
-        if not m or m.group(1) not in systems:
+        system = systems.get(m.group(1), systems.get("*")) if m else None
+        if system is None:
             continue
         names = [_name(p) for p in parts[3:]]
         if any(n.startswith("EngineCore.step") for n in names):
-            stacks[systems[m.group(1)]].append((names, int(count)))
+            stacks[system].append((names, int(count)))
     for system, st in stacks.items():
         clean = [(n, c) for n, c in st if not any(k in f for f in n for k in COMPILING)]
         inclusive = collections.Counter()
@@ -64,7 +65,9 @@ def phases(path: Path, systems: dict[str, str], rate: float) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("raw", type=Path)
-    ap.add_argument("--systems", required=True, help="PID=name of each system's child process")
+    ap.add_argument("--systems", required=True,
+                    help="PID=name of each system's child process (*=name: every child, for "
+                         "a recording of one system)")
     ap.add_argument("--rate", type=float, default=200.0, help="py-spy's samples per second")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
