@@ -60,3 +60,8 @@ def test_scheduler_host_time_is_measured_per_policy():
         assert row["schedule_ms"] > 0 and row["update_from_output_ms"] > 0
         assert row["host_ms_per_step"] == pytest.approx(
             row["schedule_ms"] + row["update_from_output_ms"], abs=2e-3)
+        parts = row["mean_ms_per_step"]
+        assert parts["bass_plan_step"] > 0 and parts["cost_observe"] > 0
+        # fixed K asks no cost model; per_request's plan runs inside the plan step
+        assert (parts["cost_model_for"] > 0) is (policy == "per_request")
+        assert parts["policy_plan"] <= parts["bass_plan_step"]

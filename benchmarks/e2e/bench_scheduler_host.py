@@ -6,6 +6,9 @@ step is host-bound, so a policy's plan must stay cheap at large batches (session
 batch 64-128 per-request plans cost ~1-1.5 ms more per step than fixed K on the H100).
 
     python benchmarks/e2e/bench_scheduler_host.py --batches 64,128 --policies per_request,fixed
+
+Each row also gives the mean ms a step of BASS's own parts (`mean_ms_per_step`: the plan,
+the cost fit's model and its solves, the observations), which run inside the two.
 """
 
 from __future__ import annotations
@@ -28,22 +31,38 @@ def host_ms_per_step(policy: str, batch: int, acceptance: str, k: int, budget: i
     sched = scheduler(batch, policy, k, auto_off=auto_off, async_scheduling=True,
                       token_budget=budget)
     spent = {"schedule": [], "update_from_output": []}
-    for name in spent:
-        inner = getattr(sched, name)
+    # BASS's own parts inside them (session 52): mean ms a step, as each runs on some steps
+    parts = {"bass_plan_step": (sched, "_bass_plan_step"),
+             "policy_plan": (sched.bass_policy, "plan"),
+             "cost_model_for": (sched.bass_costs, "model_for"),
+             "policy_observe": (sched.bass_policy, "observe"),
+             "cost_observe": (sched.bass_costs, "observe")}
+    part_s = dict.fromkeys(parts, 0.0)
 
-        def timed(*args, _inner=inner, _name=name, **kwargs):
+    def wrap(obj, name, sink):
+        inner = getattr(obj, name)
+
+        def timed(*args, **kwargs):
             t0 = time.perf_counter()
             try:
-                return _inner(*args, **kwargs)
+                return inner(*args, **kwargs)
             finally:
-                spent[_name].append((time.perf_counter() - t0) * 1e3)
-        setattr(sched, name, timed)
+                sink(time.perf_counter() - t0)
+        setattr(obj, name, timed)
+
+    for name in spent:
+        wrap(sched, name, lambda s, _name=name: spent[_name].append(s * 1e3))
+    for label, (obj, name) in parts.items():
+        wrap(obj, name, lambda s, _label=label: part_s.__setitem__(_label, part_s[_label] + s))
     run_batch(sched, alphas_for(acceptance, batch), max_tokens, seed)
     run = {name: statistics.median(ms) for name, ms in spent.items()}
+    steps = len(spent["schedule"])
     return {"policy": policy, "auto_off": auto_off, "k": k, "batch": batch,
-            "acceptance": acceptance, "steps": len(
-        spent["schedule"]), **{f"{n}_ms": round(v, 3) for n, v in run.items()},
-        "host_ms_per_step": round(sum(run.values()), 3)}
+            "acceptance": acceptance, "steps": steps,
+            **{f"{n}_ms": round(v, 3) for n, v in run.items()},
+            "host_ms_per_step": round(sum(run.values()), 3),
+            "mean_ms_per_step": {label: round(s / max(steps, 1) * 1e3, 3)
+                                 for label, s in part_s.items()}}
 
 
 def main() -> None:
