@@ -128,7 +128,7 @@ PER_REQUEST_SLOPE_PRIOR = 0.0086
 # shape. Session 52's H200 trace (the mix, 4x1024): the closed batches' tails (batch 4-32,
 # <= 1 off-step each) put a plain step at 7.0-7.4 ms where off-steps took 4.9-5.5, the line
 # came out flat (0.005-0.02 ms a request against ~0.035 measured), phi at batch 128 0.09-0.27
-# against ~0.5, and the closed objective turned batch 128 / 256 off on 21-64% of its steps,
+# against ~0.5, and the closed objective turned batch 128 / 256 off on 13-64% of its steps,
 # 4-9% slower than fixed K=1
 SHARE_OFF_WEIGHT = 2.0
 # a draft step's fitted cost is held at or above this many plain steps (above it where the
