@@ -197,6 +197,11 @@ pad_tune() {  # Q OUT_NAME TIMEOUT CONTEXTS VARIANTS [BATCHES]: our attention's 
     --tune-batches "${TUNE_BATCHES:-${6:-64,128,256}}" --tune-out "$2" \
     --pad-variants "${PAD_VARIANTS:-$5}" 2>&1
 }
+pyspy_bin() {  # the carried py-spy (.pyspy/py-spy.xz, `scripts/make_pyspy_bundle.sh`),
+  # unpacked to /tmp/py-spy; prints its path
+  python3 -c "import lzma,shutil; shutil.copyfileobj(lzma.open('.pyspy/py-spy.xz'), open('/tmp/py-spy','wb'))" \
+    && chmod +x /tmp/py-spy && echo /tmp/py-spy
+}
 pair_preset() {  # NAME COMMON SLICE0 SLICE1: run_pair with each slice's vs_vllm.py arguments
   # COMMON + SLICEi (PAIR0_ARGS / PAIR1_ARGS replace a slice's), then the archive NAME.tgz
   PAIR0_ARGS=${PAIR0_ARGS:-"$2 $3"} PAIR1_ARGS=${PAIR1_ARGS:-"$2 $4"} run_pair
@@ -265,7 +270,7 @@ case "${1:-}" in
     # 8/32 (py-spy over the engine processes; carry .pyspy, an unpacked py-spy wheel)
     timeout 200 python3 -m pytest -m gpu -v -rs -p no:cacheprovider -x \
       tests/test_engine_draft_graphs_fa3.py 2>&1 | tee "$W/gpu_tests_draft_graphs_fa3.txt"
-    SPY=/tmp/py-spy; python3 -c "import lzma,shutil; shutil.copyfileobj(lzma.open('.pyspy/py-spy.xz'), open('/tmp/py-spy','wb'))" && chmod +x $SPY
+    SPY=$(pyspy_bin)
     mkdir -p "$W/traces"
     for sys_ in bass_default vllm_k3; do
       timeout "${PROFILE_TIMEOUT:-170}" $SPY record --nonblocking --subprocesses -r 250 \
@@ -698,15 +703,16 @@ PY
     # ms at batch 64, every BASS system). py-spy over the engine (carry .pyspy: `bash
     # scripts/make_pyspy_bundle.sh`), the 4x1024 mix at batch 64, traced: GPU 0 the default,
     # GPU 1 fixed K=1; then each engine core's step by phase (pyspy_phases.py)
-    SPY=/tmp/py-spy; python3 -c "import lzma,shutil; shutil.copyfileobj(lzma.open('.pyspy/py-spy.xz'), open('/tmp/py-spy','wb'))" && chmod +x $SPY
+    SPY=$(pyspy_bin)
     HOST_ARGS="--keep-order --drafts 4x1024 --acceptance mix --batches 64 --prompt-len 128
       --max-tokens 128 --repeats 4 --min-timed-seconds 0 --timeout 200"
-    VS_TIMEOUT=${VS_TIMEOUT:-300} PAIR0_CMD="$SPY record --nonblocking --subprocesses -r 200
-      -f raw -o $W/pyspy_bass_default.txt -- python3 benchmarks/e2e/vs_vllm.py --out $W/pair0
-      --systems bass_default --trace-dir $W/traces0 $HOST_ARGS" \
-      PAIR1_CMD="$SPY record --nonblocking --subprocesses -r 200 -f raw
-      -o $W/pyspy_bass_fixed1.txt -- python3 benchmarks/e2e/vs_vllm.py --out $W/pair1
-      --systems bass_fixed1 --trace-dir $W/traces1 $HOST_ARGS" run_pair
+    spy_slice() {  # SYSTEM SLICE: the slice's command, its one system under py-spy
+      echo "$SPY record --nonblocking --subprocesses -r 200 -f raw -o $W/pyspy_$1.txt --
+        python3 benchmarks/e2e/vs_vllm.py --out $W/pair$2 --systems $1
+        --trace-dir $W/traces$2 $HOST_ARGS"
+    }
+    VS_TIMEOUT=${VS_TIMEOUT:-300} PAIR0_CMD="$(spy_slice bass_default 0)" \
+      PAIR1_CMD="$(spy_slice bass_fixed1 1)" run_pair
     for sys_ in bass_default bass_fixed1; do
       python3 benchmarks/e2e/pyspy_phases.py "$W/pyspy_$sys_.txt" --systems "*=$sys_" \
         --out "$OUT/pyspy_phases_$sys_.json" | head -30
@@ -753,7 +759,7 @@ PY
   pyspy)  # session 11: py-spy over one BASS engine (SPY_ARGS: a vs_vllm slice), then where
     # the engine core's host time goes (pyspy_summary.py); then the VS_ARGS slice, timed
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
-    SPY=/tmp/py-spy; python3 -c "import lzma,shutil; shutil.copyfileobj(lzma.open('.pyspy/py-spy.xz'), open('/tmp/py-spy','wb'))" && chmod +x $SPY
+    SPY=$(pyspy_bin)
     timeout "${SPY_TIMEOUT:-200}" $SPY record --nonblocking --subprocesses -r 200 -f raw \
       -o "$W/pyspy.txt" -- python3 benchmarks/e2e/vs_vllm.py --out "$W/vs_spy" \
       --repeats 2 --timeout 180 $SPY_ARGS 2>&1 | tail -20 | tee "$W/spy.log"

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import collections
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -144,8 +144,7 @@ MIN_DRAFT_STEP = 1e-4
 # than fixed K=1). Past the verification's knee `knee_price` adds the compute price.
 PRIOR_COSTS = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.0025,
                             draft_pass=0.05)
-SESSION51_PRIOR = StepCostModel(base=1.0, per_draft_step=0.12, per_verify_token=0.01,
-                                draft_pass=0.05)
+SESSION51_PRIOR = replace(PRIOR_COSTS, per_verify_token=0.01)
 # A prefill token in units of a plain step, before the fit: a 7B target's forward is ~14
 # GFLOP a token, ~0.02-0.03 ms on an H100 against a ~6 ms plain step
 PRIOR_OTHER_TOKEN = 0.004
