@@ -68,6 +68,7 @@
 #   bash scripts/gpu_bench.sh prior_ab  # session 52: compute-priced prior + borrowing (x2)
 #   bash scripts/gpu_bench.sh share_check  # session 52: the closed share fix, both drafts (x2)
 #   bash scripts/gpu_bench.sh host_b64  # session 52: py-spy of the mix at batch 64 (x2; .pyspy)
+#   bash scripts/gpu_bench.sh final_mix  # session 53: criterion 4 at batch 1 / 8; the mix at 32 / 256 (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -721,6 +722,15 @@ PY
       gzip -f "$W/pyspy_$sys_.txt"
     done
     pack host_b64 ;;
+  final_mix)  # session 53: session 52's final code (compute-priced prior, the share line from
+    # buckets with off-steps, young buckets borrowing) at what session 52 did not re-run.
+    # GPU 0: criterion 4 (and 1), alpha 0.8, 4x1024, batch 1 / 8, beside plain and vLLM
+    # K=3 / 5 / 7. GPU 1: the mix at batch 32 / 256 beside fixed K=1, plain, vLLM K=1 / 2
+    VS_TIMEOUT=${VS_TIMEOUT:-530} pair_preset final_mix "--keep-order --drafts 4x1024
+      --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 170" \
+      "--acceptance 0.8 --batches 1,8 --systems plain,bass_default,vllm_k3,vllm_k5,vllm_k7
+      --trace-dir $W/traces0" "--acceptance mix --batches 32,256
+      --systems bass_default,bass_fixed1,plain,vllm_k1,vllm_k2 --trace-dir $W/traces1" ;;
   pad_stages_ab)  # session 50: PAD at 2 K/V stages (VLLM_BASS_PAD_STAGES=2) was 4-7% faster
     # than the default's 3 at batch 64-256 and 128-384 cached tokens (graph-timed). First the
     # same at 1024 / 4096 cached tokens (two query tokens), then end to end: the default
