@@ -69,6 +69,7 @@
 #   bash scripts/gpu_bench.sh share_check  # session 52: the closed share fix, both drafts (x2)
 #   bash scripts/gpu_bench.sh host_b64  # session 52: py-spy of the mix at batch 64 (x2; .pyspy)
 #   bash scripts/gpu_bench.sh final_mix  # session 53: criterion 4 at batch 1 / 8; the mix at 32 / 256 (x2)
+#   bash scripts/gpu_bench.sh token_floor_ab  # session 53: the sub-knee token floor A/B (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -731,6 +732,17 @@ PY
       "--acceptance 0.8 --batches 1,8 --systems plain,bass_default,vllm_k3,vllm_k5,vllm_k7
       --trace-dir $W/traces0" "--acceptance mix --batches 32,256
       --systems bass_default,bass_fixed1,plain,vllm_k1,vllm_k2 --trace-dir $W/traces1" ;;
+  token_floor_ab)  # session 53: a verified token below the knee costs at least half the
+    # knee's price (call 2: the batch-32 mix fitted drafting at half its cost without plain
+    # steps and drafted two where fixed K=1 ran 5% faster). The default against the fit
+    # before (bass_session52_fit). GPU 0: the mix at batch 32 / 64 beside fixed K=1, plain,
+    # vLLM K=1. GPU 1: held out, 8x1024 alpha 0.6 at batch 8 / 32 beside plain, vLLM K=2 / 3
+    VS_TIMEOUT=${VS_TIMEOUT:-530} pair_preset token_floor_ab "--keep-order --prompt-len 128
+      --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 170" \
+      "--drafts 4x1024 --acceptance mix --batches 32,64 --systems
+      bass_default,bass_session52_fit,bass_fixed1,plain,vllm_k1 --trace-dir $W/traces0" \
+      "--drafts 8x1024 --acceptance 0.6 --batches 8,32 --systems
+      bass_default,bass_session52_fit,plain,vllm_k2,vllm_k3 --trace-dir $W/traces1" ;;
   pad_stages_ab)  # session 50: PAD at 2 K/V stages (VLLM_BASS_PAD_STAGES=2) was 4-7% faster
     # than the default's 3 at batch 64-256 and 128-384 cached tokens (graph-timed). First the
     # same at 1024 / 4096 cached tokens (two query tokens), then end to end: the default

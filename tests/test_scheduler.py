@@ -588,13 +588,54 @@ def test_the_knee_price_tops_the_fitted_token_price_or_adds_to_it(mode, monkeypa
     sched.bass_kv_per_weight = 1e-5  # no requests held: the weights are all the traffic
     knee = sched.bass_config.verify_knee_tokens
     full = knee_price(1.0, knee)
-    for fitted in (0.0, full / 2, 2 * full):
+    for fitted in (0.0, full / 4, full / 2, 2 * full):
         cost = sched._bass_knee_priced(StepCostModel(per_verify_token=fitted), [], knee)
         assert cost.knee_drafts == knee
-        expected = full if summed else max(0.0, full - fitted)
+        below = max(fitted, full / 2)  # SUB_KNEE_TOKEN_SHARE of the knee's price at least
+        assert cost.per_verify_token == pytest.approx(below)
+        expected = full if summed else max(0.0, full - below)
         assert cost.past_knee_price == pytest.approx(expected)
         assert cost.per_verify_token + cost.past_knee_price == pytest.approx(
-            fitted + full if summed else max(fitted, full))
+            below + full if summed else max(fitted, full))
+
+
+@pytest.mark.parametrize("fit", [None, "session52", "session51"])
+def test_a_verified_token_below_the_knee_costs_at_least_half_the_knee_price(fit, monkeypatch):
+    """A bucket that drafts one length and measures no plain step prices its verified
+    tokens at 0 (they follow the batch, and the plain step takes them): session 53's H200
+    batch-32 mix then drafted two where fixed K=1 decoded 5% faster. Since session 53 a
+    token below the knee costs at least SUB_KNEE_TOKEN_SHARE of the knee's price, which
+    falls as the KV cache takes more of the step's traffic; VLLM_BASS_COST_FIT=session52
+    (and the earlier fits) keep the fitted price."""
+    from vllm_bass.policy.cost_model import SUB_KNEE_TOKEN_SHARE, StepCostModel, knee_price
+
+    if fit is None:
+        monkeypatch.delenv("VLLM_BASS_COST_FIT", raising=False)
+    else:
+        monkeypatch.setenv("VLLM_BASS_COST_FIT", fit)
+    monkeypatch.delenv("VLLM_BASS_KNEE_PRICE", raising=False)
+    sched = _scheduler(True)
+    sched.bass_kv_per_weight = 4e-5  # the 7B shape: 512 KiB of KV a token over 13 GB
+    knee = sched.bass_config.verify_knee_tokens
+    rids = [f"r{i}" for i in range(32)]
+    for r in rids:
+        _add(sched, r, max_tokens=64)
+    floors = []
+    for cached in (200, 2000):
+        for r in rids:
+            sched.requests[r].num_computed_tokens = cached
+        share = 1.0 / (1.0 + 4e-5 * cached * len(rids))
+        cost = sched._bass_knee_priced(StepCostModel(per_verify_token=0.0), rids, knee)
+        floor = SUB_KNEE_TOKEN_SHARE * knee_price(share, knee) if fit is None else 0.0
+        assert cost.per_verify_token == pytest.approx(floor)
+        assert cost.per_verify_token + cost.past_knee_price == pytest.approx(
+            knee_price(share, knee))
+        # a fitted price above the floor stands
+        dear = sched._bass_knee_priced(StepCostModel(per_verify_token=0.01), rids, knee)
+        assert dear.per_verify_token == 0.01
+        floors.append(cost.per_verify_token)
+    if fit is None:
+        assert 0.0 < floors[1] < floors[0]  # longer contexts: a token is a smaller share
 
 
 def _fitted_token_prices_at_batch_64(trace_name: str) -> list[float]:

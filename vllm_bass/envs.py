@@ -61,8 +61,10 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
             "one-draft step's own premium (session 40's default, dropped in session 41); "
             "session51: the default before session 52 (a verified token's prior price "
             "0.01 of a plain step, not 0.0025; each batch size plans with its own fit, not "
-            "the nearest one with drafting steps while it has few); linear / borrow: the "
-            "default (A/B measurements)"),
+            "the nearest one with drafting steps while it has few); session52: the default "
+            "before session 53 (a verified token below the knee priced at the fit's price "
+            "alone, not at least half the knee's); linear / borrow: the default (A/B "
+            "measurements)"),
     "VLLM_BASS_KNEE_PRICE": (
         "max", "sum: a verified token past the knee costs the fitted token price plus the "
                "knee's compute price, as before session 32 (A/B measurements); max (the "

@@ -47,7 +47,8 @@ from vllm_bass import envs
 from vllm_bass.config import DEFAULT_VERIFY_KNEE_TOKENS, bass_config_from_vllm
 from vllm_bass.diagnostics import open_trace
 from vllm_bass.policy.auto_off import with_test_off_cycle
-from vllm_bass.policy.cost_model import SESSION51_PRIOR, StepCostEstimator, knee_price
+from vllm_bass.policy.cost_model import (SESSION51_PRIOR, SUB_KNEE_TOKEN_SHARE,
+                                         StepCostEstimator, knee_price)
 from vllm_bass.policy.factory import make_policy
 from vllm_bass.policy.policies import DraftPlan, Verified, within_token_budget
 
@@ -278,6 +279,11 @@ class BassScheduler(Scheduler):
         # the A/B fits of earlier sessions keep the prior they ran with and plan each batch
         # size with its own fit (cost_model.PRIOR_COSTS says what changed in session 52)
         earlier = cost_fit in ("session29", "one_draft", "session51")
+        # a verified token below the knee costs at least SUB_KNEE_TOKEN_SHARE of the knee's
+        # price (`_bass_knee_priced`); VLLM_BASS_COST_FIT=session52 and the earlier fits: no
+        # floor
+        self._bass_token_floor = 0.0 if earlier or cost_fit == "session52" else \
+            SUB_KNEE_TOKEN_SHARE
         self.bass_costs = StepCostEstimator(prior=SESSION51_PRIOR if earlier else None,
                                             session29_fit=cost_fit == "session29",
                                             one_draft_term=cost_fit == "one_draft",
@@ -399,12 +405,16 @@ class BassScheduler(Scheduler):
         out.num_spec_tokens_to_schedule = max(0, min(plan.batch_length, self.num_spec_tokens))
 
     def _bass_knee_priced(self, cost, req_ids: list[str], knee_budget: int):
-        """`cost` with the knee's price: free up to the knee bound's drafts, then
-        `knee_price` of the weights' share of this step's memory traffic."""
+        """`cost` with the knee's price: up to the knee bound's drafts a token costs the
+        fitted price, at least SUB_KNEE_TOKEN_SHARE of `knee_price` (the weights' share of
+        this step's memory traffic over the knee), past it the knee's price."""
         requests = self.requests
         cached = sum(requests[r].num_computed_tokens for r in req_ids if r in requests)
         share = 1.0 / (1.0 + self.bass_kv_per_weight * cached)
         price = knee_price(share, self.bass_config.verify_knee_tokens)
+        floor = self._bass_token_floor * price
+        if cost.per_verify_token < floor:
+            cost = dataclasses.replace(cost, per_verify_token=floor)
         if not self._bass_knee_sum:
             # a token past the knee costs the larger of the fitted token price and the
             # compute price, not their sum: a price is no bound, so once plans pass the

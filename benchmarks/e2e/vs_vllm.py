@@ -169,6 +169,9 @@ EXTRA_SYSTEMS["bass_borrow_fit"] = {}
 # the step-cost fit before session 52 (VLLM_BASS_COST_FIT=session51): the prior's verified
 # token at 0.01 of a plain step, not 0.0025, and no borrowing between batch sizes
 EXTRA_SYSTEMS["bass_session51_fit"] = {}
+# the step-cost fit before session 53 (VLLM_BASS_COST_FIT=session52): a verified token below
+# the knee at the fitted price alone, without the floor of half the knee's price
+EXTRA_SYSTEMS["bass_session52_fit"] = {}
 # the draft's first-pass KV slots by vLLM's torch code (VLLM_BASS_FIRST_PASS_SLOT_KERNEL=0),
 # not session 41's one launch: the host-time A/B
 EXTRA_SYSTEMS["bass_vllm_slots"] = {}
@@ -222,6 +225,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_BASS_COST_FIT": "borrow"}
     if system == "bass_session51_fit":
         return {"VLLM_BASS_COST_FIT": "session51"}
+    if system == "bass_session52_fit":
+        return {"VLLM_BASS_COST_FIT": "session52"}
     if system == "bass_vllm_slots":
         return {"VLLM_BASS_FIRST_PASS_SLOT_KERNEL": "0"}
     if system == "bass_measured_step":

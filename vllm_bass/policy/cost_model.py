@@ -150,6 +150,19 @@ SESSION51_PRIOR = replace(PRIOR_COSTS, per_verify_token=0.01)
 PRIOR_OTHER_TOKEN = 0.004
 
 
+# Below the knee a verified token costs at least this share of `knee_price` (the scheduler's
+# default since session 53; VLLM_BASS_COST_FIT=session52 and the earlier fits: none). A
+# bucket that drafts one length nearly every step and measures no plain step cannot tell
+# the tokens it verifies from its plain step (the verified tokens follow the batch): the
+# fit put them into the plain step, priced a token at 0 and drafting at half its cost.
+# Session 53's H200 runs (the mix, 4x1024): batch 32 fitted one / two drafts at 1.09 /
+# 1.14 plain steps where they took 1.14 / 1.23 (session 52's off-steps), and drafted two
+# where fixed K=1 decoded 5% faster. Measured below the knee (H200, 128-token prompts),
+# a token cost 0.5-1.0 of the knee price: 0.0036 / 0.0023 / 0.0014 / 0.0015 plain steps
+# at batch 16 / 32 / 64 / 128 against 0.0034 / 0.0031 / 0.0026 / 0.0020.
+SUB_KNEE_TOKEN_SHARE = 0.5
+
+
 def knee_price(weight_share: float, knee_tokens: int) -> float:
     """The price, in plain steps, of one verified token past the knee where the target's
     forward turns from reading its weights to compute (`config.DEFAULT_VERIFY_KNEE_TOKENS`):
