@@ -70,6 +70,7 @@
 #   bash scripts/gpu_bench.sh host_b64  # session 52: py-spy of the mix at batch 64 (x2; .pyspy)
 #   bash scripts/gpu_bench.sh final_mix  # session 53: criterion 4 at batch 1 / 8; the mix at 32 / 256 (x2)
 #   bash scripts/gpu_bench.sh token_floor_ab  # session 53: the sub-knee token floor A/B (x2)
+#   bash scripts/gpu_bench.sh tests53   # session 53: greedy / seeded / distribution engine tests (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
 #   bash scripts/gpu_bench.sh measured_step  # session 46: the measured draft-step price (x2)
@@ -743,6 +744,15 @@ PY
       bass_default,bass_session52_fit,bass_fixed1,plain,vllm_k1 --trace-dir $W/traces0" \
       "--drafts 8x1024 --acceptance 0.6 --batches 8,32 --systems
       bass_default,bass_session52_fit,plain,vllm_k2,vllm_k3 --trace-dir $W/traces1" ;;
+  tests53)  # session 53: the engine tests on the final policy (the sub-knee token floor):
+    # GPU 0 greedy identity, async and sync; GPU 1 the seeded and distribution tests
+    gpu_tests() { echo "python3 -m pytest -m gpu -v -rs --durations=10 -p no:cacheprovider $*"; }
+    VS_TIMEOUT=${VS_TIMEOUT:-480} PAIR0_CMD="$(gpu_tests tests/test_engine_greedy_async.py \
+      tests/test_engine_greedy.py)" PAIR1_CMD="$(gpu_tests tests/sampling/test_engine_seeded.py \
+      tests/sampling/test_engine_distribution.py)" run_pair
+    tail -16 "$W/pair0.log"; tail -16 "$W/pair1.log"
+    cp "$W/pair0.log" "$OUT/gpu_tests_greedy.txt"; cp "$W/pair1.log" "$OUT/gpu_tests_sampling.txt"
+    pack tests53 ;;
   pad_stages_ab)  # session 50: PAD at 2 K/V stages (VLLM_BASS_PAD_STAGES=2) was 4-7% faster
     # than the default's 3 at batch 64-256 and 128-384 cached tokens (graph-timed). First the
     # same at 1024 / 4096 cached tokens (two query tokens), then end to end: the default
