@@ -119,6 +119,37 @@ ONE_DRAFT_PREMIUM_MS = [0.0]
 H200_LAW = [False]
 H200_KNEE_TOKENS = 128
 
+# Session 53's H200 law (--h200-law-s53): 6310 decode steps of nine step traces of sessions
+# 52-53 (BASS's engine on our attention, 4x1024 draft, the mix and alpha 0.8, batch 1-256,
+# 128-token prompts; the default, fixed K=1 and the fit before session 53; five hosts). A
+# plain step from the off-steps' medians by batch (H200_S53_OFF_MS, interpolated: it grows
+# faster than linearly, 5.94 ms at 64 and 13.73 at 256, which session 49's line could not
+# follow), then a robust fit of the rest: drafting at all 0.255 ms, each draft step 0.134
+# ms, a verified draft token 0.013 ms and 0.0073 more past H200_S53_KNEE_TOKENS decode
+# tokens. Median abs. residual 0.31 ms; batch 64 one draft 7.18 against 6.96 measured,
+# two 8.15 / 8.02, batch 128 one 10.27 / 10.23, batch 256 one 19.40 / 19.11.
+H200_S53_LAW = [False]
+H200_S53_OFF_MS = {1: 4.50, 2: 4.51, 4: 4.52, 8: 4.52, 16: 4.78, 32: 5.15, 64: 5.94,
+                   128: 8.32, 256: 13.73}
+H200_S53_KNEE_TOKENS = 256
+
+
+def h200_s53_step_ms(batch: int, draft_steps: int, verify_tokens: int,
+                     other_tokens: int = 0) -> float:
+    """One step of session 53's H200 law (H200_S53_LAW)."""
+    sizes = sorted(H200_S53_OFF_MS)
+    # linear between the table's batch sizes, and past its last one at the last slope
+    low = max([b for b in sizes[:-1] if b <= batch] or sizes[:1])
+    high = sizes[sizes.index(low) + 1]
+    plain = H200_S53_OFF_MS[low] + ((H200_S53_OFF_MS[high] - H200_S53_OFF_MS[low])
+                                     * (batch - low) / (high - low))
+    past_knee = max(0, batch + verify_tokens - max(H200_S53_KNEE_TOKENS, batch))
+    ms = (plain + 0.013 * verify_tokens + 0.0073 * past_knee
+          + PREFILL_TOKEN_MS * other_tokens)
+    if draft_steps:
+        ms += DRAFT_COST_SCALE[0] * (0.255 + 0.134 * draft_steps)
+    return ms
+
 
 def h200_step_ms(batch: int, draft_steps: int, verify_tokens: int,
                  other_tokens: int = 0) -> float:
@@ -140,6 +171,8 @@ def h100_step_ms(batch: int, draft_steps: int, verify_tokens: int,
     pass), each draft step 0.17 + 0.0036 ms per request, each verified draft token 0.0072 ms.
     The switches below reshape it (LAW_SWITCHES), HOST_FLOOR_DRAFTS among them; H200_LAW
     replaces it."""
+    if H200_S53_LAW[0]:
+        return h200_s53_step_ms(batch, draft_steps, verify_tokens, other_tokens)
     if H200_LAW[0]:
         return h200_step_ms(batch, draft_steps, verify_tokens, other_tokens)
     ms = 5.68 + 0.049 * batch + 0.0072 * verify_tokens + PREFILL_TOKEN_MS * other_tokens
@@ -187,7 +220,8 @@ def warmup_factor(sched) -> float:
 MAX_MODEL_LEN = [512]  # raised for long prompts (--prompt-len)
 # the module's switches (one-element lists) that shape the simulated device's law
 LAW_SWITCHES = ("JITTER", "CONTEXT_LAW", "KNEE_LAW", "DRAFT_COST_SCALE", "MAX_MODEL_LEN",
-                "ONE_DRAFT_PREMIUM_MS", "HOST_FLOOR_DRAFTS", "WARMUP", "H200_LAW")
+                "ONE_DRAFT_PREMIUM_MS", "HOST_FLOOR_DRAFTS", "WARMUP", "H200_LAW",
+                "H200_S53_LAW")
 
 
 def law_state() -> tuple:
@@ -412,6 +446,8 @@ def main() -> None:
                     help="the law's draft terms times this (a dearer draft shape)")
     ap.add_argument("--h200-law", action="store_true",
                     help="session 49's H200 law in place of the H100's (H200_LAW)")
+    ap.add_argument("--h200-law-s53", action="store_true",
+                    help="session 53's H200 law in place of the H100's (H200_S53_LAW)")
     ap.add_argument("--one-draft-premium-ms", type=float, default=0.0,
                     help="a one-draft step costs this much more (session 40's H200 trace)")
     ap.add_argument("--host-floor-drafts", type=int, default=0,
@@ -425,6 +461,7 @@ def main() -> None:
     CONTEXT_LAW[0] = args.context_law
     KNEE_LAW[0] = args.knee_law
     H200_LAW[0] = args.h200_law
+    H200_S53_LAW[0] = args.h200_law_s53
     MAX_MODEL_LEN[0] = max(512, args.prompt_len + args.max_tokens + 64)
     rows = []
     for acceptance in args.acceptance.split(","):

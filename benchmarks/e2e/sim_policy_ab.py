@@ -22,7 +22,8 @@ again since session 41), `borrowfit` (session 51: a bucket with few drafting ste
 with the nearest mature one, VLLM_BASS_COST_FIT=borrow), `explore`
 (session 40, dropped: length exploration on), `replan_s40` / `replan_loose` (session 41:
 when a plan is solved again, session 40's rule / a looser one than the default),
-`draftpriorX[_Y]` (session 42: the cost prior's draft step at X plain steps, 0.12 the
+`nofloor` (session 53: no floor under a verified token's price below the knee,
+VLLM_BASS_COST_FIT=session52), `draftpriorX[_Y]` (session 42: the cost prior's draft step at X plain steps, 0.12 the
 default, and its first pass at Y, 0.05), `default`. (Session 40's dropped `probeN`,
 probes of N drafts, needed a policy hook: git history at ba0ce8e.)
 `oracle` (session 43: the law's own costs in place of the fit), `closedoff` (session 43, not
@@ -113,6 +114,10 @@ def _configure_part(variant: str, sched) -> None:
         sched.bass_kv_per_weight = None
     elif variant == "sumknee":  # VLLM_BASS_KNEE_PRICE=sum (the default before session 32)
         sched._bass_knee_sum = True
+    elif variant == "nofloor":  # VLLM_BASS_COST_FIT=session52: no floor under a verified
+        # token's price below the knee (the default since session 53 holds it at half the
+        # knee's price)
+        sched._bass_token_floor = 0.0
     elif variant == "closed_uniform":  # a closed batch drafts the cap for every request
         policy = sched.bass_policy
         policy.lengths_within = lambda alphas, cap: [cap] * len(alphas)
@@ -188,6 +193,8 @@ def main() -> None:
                     help="the law's draft terms times this (sim_closed_batch)")
     ap.add_argument("--h200-law", action="store_true",
                     help="session 49's H200 law in place of the H100's (sim_closed_batch)")
+    ap.add_argument("--h200-law-s53", action="store_true",
+                    help="session 53's H200 law in place of the H100's (sim_closed_batch)")
     ap.add_argument("--one-draft-premium-ms", type=float, default=0.0,
                     help="a one-draft step costs this much more (sim_closed_batch)")
     ap.add_argument("--host-floor-drafts", type=int, default=0,
@@ -205,6 +212,7 @@ def main() -> None:
     scb.CONTEXT_LAW[0] = args.context_law
     scb.KNEE_LAW[0] = args.knee_law
     scb.H200_LAW[0] = args.h200_law
+    scb.H200_S53_LAW[0] = args.h200_law_s53
     scb.WARMUP[:] = [args.warmup_steps, args.warmup_extra]
     PROMPT_LEN[0] = args.prompt_len
     scb.MAX_MODEL_LEN[0] = max(512, args.prompt_len + 128 + 64)
@@ -220,8 +228,11 @@ def main() -> None:
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(
-            {"device": "none (simulated %s step law)" % ("H200" if args.h200_law else "H100"),
-             "h200_law": args.h200_law, "seeds": args.seeds,
+            {"device": "none (simulated %s step law)" % (
+                "session 53's H200" if args.h200_law_s53 else
+                "H200" if args.h200_law else "H100"),
+             "h200_law": args.h200_law, "h200_law_s53": args.h200_law_s53,
+             "seeds": args.seeds,
              "jitter": args.jitter, "prompt_len": args.prompt_len,
              "context_law": args.context_law, "knee_law": args.knee_law,
              "draft_cost_scale": args.draft_cost_scale,
