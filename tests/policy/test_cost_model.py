@@ -1,6 +1,7 @@
 """The step-cost estimator recovers a known cost law and falls back to its prior."""
 
 import random
+import statistics
 
 import numpy as np
 import pytest
@@ -366,6 +367,28 @@ def test_session52_trace_the_share_at_batch_128_follows_its_off_steps():
             shares.append(est.per_request_share(128))
     assert len(shares) > 100
     assert min(shares) > 0.4
+
+
+def test_session53_trace_prices_batch_32s_verified_tokens_at_zero():
+    """Why the scheduler holds a verified token below the knee at half the knee's price
+    (`SUB_KNEE_TOKEN_SHARE`, session 53): replay of session 53's call-2 step trace (H200;
+    BASS default on session 52's code, 4x1024 draft, the mix, closed batches of 32 then
+    256). The batch-32 bucket drafted nearly every step and measured no plain step: the fit
+    priced a verified token at 0 in most of its drafting steps, where session 52's runner
+    traces put one at ~0.002 plain steps at batch 32; the plan drafted 2.1 a request where
+    fixed K=1 decoded 5% faster. The floor there is 0.0016."""
+    from vllm_bass.policy.cost_model import SHARE_OFF_WEIGHT
+
+    est = StepCostEstimator(borrow_young=True)
+    prices = []
+    for batch, draft_steps, verify, seconds, other in _trace_steps(
+            "session53", "step_trace_call2_bass_default_4x1024_mix.csv.gz"):
+        est.observe(batch, draft_steps, verify, seconds, other)
+        if 17 <= batch <= 32 and draft_steps and not other:
+            prices.append(est.model_for(batch).per_verify_token)
+    assert len(prices) > 150
+    assert statistics.median(prices) < 0.0005
+    assert est.fits[32].off_weight < SHARE_OFF_WEIGHT
 
 
 def test_steps_with_prefill_tokens_give_the_decode_law():
