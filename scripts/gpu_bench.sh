@@ -746,12 +746,13 @@ PY
       bass_default,bass_session52_fit,plain,vllm_k2,vllm_k3 --trace-dir $W/traces1" ;;
   tests53)  # session 53: the engine tests on the final policy (the sub-knee token floor):
     # GPU 0 greedy identity, async and sync; GPU 1 the seeded and distribution tests
-    gpu_tests() { echo "python3 -m pytest -m gpu -v -rs --durations=10 -p no:cacheprovider $*"; }
-    VS_TIMEOUT=${VS_TIMEOUT:-480} PAIR0_CMD="$(gpu_tests tests/test_engine_greedy_async.py \
-      tests/test_engine_greedy.py)" PAIR1_CMD="$(gpu_tests tests/sampling/test_engine_seeded.py \
-      tests/sampling/test_engine_distribution.py)" run_pair
+    VS_TIMEOUT=${VS_TIMEOUT:-480} PAIR0_CMD="env OUT=$W/greedy bash scripts/gpu_tests.sh files
+      tests/test_engine_greedy_async.py tests/test_engine_greedy.py" \
+      PAIR1_CMD="env OUT=$W/sampling bash scripts/gpu_tests.sh files
+      tests/sampling/test_engine_seeded.py tests/sampling/test_engine_distribution.py" run_pair
     tail -16 "$W/pair0.log"; tail -16 "$W/pair1.log"
-    cp "$W/pair0.log" "$OUT/gpu_tests_greedy.txt"; cp "$W/pair1.log" "$OUT/gpu_tests_sampling.txt"
+    cp "$W/greedy/gpu_tests_files.txt" "$OUT/gpu_tests_greedy.txt"
+    cp "$W/sampling/gpu_tests_files.txt" "$OUT/gpu_tests_sampling.txt"
     pack tests53 ;;
   pad_stages_ab)  # session 50: PAD at 2 K/V stages (VLLM_BASS_PAD_STAGES=2) was 4-7% faster
     # than the default's 3 at batch 64-256 and 128-384 cached tokens (graph-timed). First the

@@ -9,6 +9,8 @@
 #   bash scripts/gpu_tests.sh          # both (two calls' worth)
 #   bash scripts/gpu_tests.sh multigpu # 2+ GPUs: tensor parallel 2, multiprocessing and Ray
 #                                      # (Ray: source .gpubundle-ray/setup.sh first)
+#   bash scripts/gpu_tests.sh files F... # the gpu-marked tests of those files only (one
+#                                      # GPU's share when two run at once: gpu_bench.sh tests53)
 # Extra arguments go to pytest. The kernel tests: benchmarks/kernels/run_kernels_gpu.sh.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -22,7 +24,8 @@ case "$part" in
         --ignore=tests/test_engine_greedy_async.py --ignore=tests/sampling) ;;
   all) targets=(tests); ignore=() ;;
   multigpu) targets=(tests/test_engine_tensor_parallel.py); ignore=() ;;
-  *) echo "usage: $0 [engine|rest|all|multigpu] [pytest args]" >&2; exit 2 ;;
+  files) targets=(); ignore=() ;;  # the files come as pytest arguments
+  *) echo "usage: $0 [engine|rest|all|multigpu|files] [pytest args]" >&2; exit 2 ;;
 esac
 marker=gpu
 [ "$part" = multigpu ] && marker=multigpu
