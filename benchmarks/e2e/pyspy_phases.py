@@ -21,9 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.e2e.pyspy_summary import _name  # noqa: E402
 
 PHASES = ["Scheduler.schedule", "BassScheduler._bass_plan_step", "StepCostEstimator.model_for",
-          "PerRequestDraftLength.plan", "update_from_output", "GPUModelRunner.execute_model",
+          "PerRequestDraftLength.plan",
+          "BassScheduler._bass_write_plan",  # the plan trace (diagnostics)
+          "update_from_output", "GPUModelRunner.execute_model",
           "GPUModelRunner._prepare_inputs", "count_correction", "GPUModelRunner._model_forward",
-          "GPUModelRunner._update_states", "GPUModelRunner.sample_tokens",
+          "GPUModelRunner._update_states",
+          # the host waiting for the previous step's counts (async): host ahead of the device
+          "GPUModelRunner._get_valid_sampled_token_count", "GPUModelRunner.sample_tokens",
           "GPUModelRunner._sample", "BassRejectionSampler.forward",
           "GPUModelRunner.propose_draft_token_ids", "set_inputs_first_pass"]
 COMPILING = ("_do_compile", "compile_wrapper", "ConvertFrame")
