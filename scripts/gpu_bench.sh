@@ -70,6 +70,7 @@
 #   bash scripts/gpu_bench.sh host_b64  # session 52: py-spy of the mix at batch 64 (x2; .pyspy)
 #   bash scripts/gpu_bench.sh final_mix  # session 53: criterion 4 at batch 1 / 8; the mix at 32 / 256 (x2)
 #   bash scripts/gpu_bench.sh token_floor_ab  # session 53: the sub-knee token floor A/B (x2)
+#   bash scripts/gpu_bench.sh crit4_gap  # session 54: criterion 4 on the floor; the mix gap, traced (x2)
 #   bash scripts/gpu_bench.sh tests53   # session 53: greedy / seeded / distribution engine tests (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
@@ -744,6 +745,17 @@ PY
       bass_default,bass_session52_fit,bass_fixed1,plain,vllm_k1 --trace-dir $W/traces0" \
       "--drafts 8x1024 --acceptance 0.6 --batches 8,32 --systems
       bass_default,bass_session52_fit,plain,vllm_k2,vllm_k3 --trace-dir $W/traces1" ;;
+  crit4_gap)  # session 54: criterion 4 on the sub-knee token floor (session 53 measured it
+    # on the code before); the mix at batch 32 / 64 where fixed K=1 ran 5% faster than the
+    # default, both traced (step, plan and runner traces: where the 5% goes).
+    # GPU 0: alpha 0.8, 4x1024, batch 1 / 8 beside plain and vLLM K=3 / 5 / 7.
+    # GPU 1: the mix, batch 32 / 64, the default and fixed K=1 beside plain and vLLM K=1
+    VS_TIMEOUT=${VS_TIMEOUT:-530} pair_preset crit4_gap "--keep-order --drafts 4x1024
+      --prompt-len 128 --max-tokens 128 --min-timed-seconds 0 --timeout 170" \
+      "--acceptance 0.8 --batches 1,8 --repeats 3
+      --systems plain,bass_default,vllm_k3,vllm_k5,vllm_k7 --trace-dir $W/traces0" \
+      "--acceptance mix --batches 32,64 --repeats 4
+      --systems bass_default,bass_fixed1,plain,vllm_k1 --trace-dir $W/traces1" ;;
   tests53)  # session 53: the engine tests on the final policy (the sub-knee token floor):
     # GPU 0 greedy identity, async and sync; GPU 1 the seeded and distribution tests
     VS_TIMEOUT=${VS_TIMEOUT:-480} PAIR0_CMD="env OUT=$W/greedy bash scripts/gpu_tests.sh files
