@@ -71,6 +71,7 @@
 #   bash scripts/gpu_bench.sh final_mix  # session 53: criterion 4 at batch 1 / 8; the mix at 32 / 256 (x2)
 #   bash scripts/gpu_bench.sh token_floor_ab  # session 53: the sub-knee token floor A/B (x2)
 #   bash scripts/gpu_bench.sh crit4_gap  # session 54: criterion 4 on the floor; the mix gap, traced (x2)
+#   bash scripts/gpu_bench.sh reuse_ab  # session 54: large batches reuse their plan 4 steps, A/B (x2)
 #   bash scripts/gpu_bench.sh tests53   # session 53: greedy / seeded / distribution engine tests (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
@@ -756,6 +757,19 @@ PY
       --systems plain,bass_default,vllm_k3,vllm_k5,vllm_k7 --trace-dir $W/traces0" \
       "--acceptance mix --batches 32,64 --repeats 4
       --systems bass_default,bass_fixed1,plain,vllm_k1 --trace-dir $W/traces1" ;;
+  reuse_ab)  # session 54: a batch of 32+ keeps its solved plan 4 steps (PLAN_REUSE_STEPS):
+    # the default's schedule() took 1.5-2.5 ms a step at batch 64 against fixed K=1's
+    # 0.8-1.1 (crit4_gap's runner traces) and its steps went host-bound. The default against
+    # bass_noreuse (VLLM_BASS_PLAN_REUSE=0), untraced (the traces cost host time).
+    # GPU 0: the 4x1024 mix at batch 32 / 64 beside fixed K=1, plain, vLLM K=1.
+    # GPU 1 (held out): 8x1024, alpha 0.8 and the mix at batch 64 / 128 beside plain,
+    # vLLM K=1 / 2
+    VS_TIMEOUT=${VS_TIMEOUT:-530} pair_preset reuse_ab "--keep-order --prompt-len 128
+      --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 170" \
+      "--drafts 4x1024 --acceptance mix --batches 32,64 --systems
+      bass_default,bass_noreuse,bass_fixed1,plain,vllm_k1" \
+      "--drafts 8x1024 --acceptance 0.8,mix --batches 64,128 --systems
+      bass_default,bass_noreuse,plain,vllm_k1,vllm_k2" ;;
   tests53)  # session 53: the engine tests on the final policy (the sub-knee token floor):
     # GPU 0 greedy identity, async and sync; GPU 1 the seeded and distribution tests
     VS_TIMEOUT=${VS_TIMEOUT:-480} PAIR0_CMD="env OUT=$W/greedy bash scripts/gpu_tests.sh files

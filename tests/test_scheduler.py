@@ -716,3 +716,19 @@ def test_cost_fit_borrows_and_prices_compute_by_default(fit, monkeypatch):
     assert costs.borrow_young is not earlier
     assert costs.prior == (SESSION51_PRIOR if earlier else PRIOR_COSTS)
     assert costs.model_for(64).per_verify_token == (0.01 if earlier else 0.0025)
+
+
+@pytest.mark.parametrize("reuse", [None, "1", "0", " 0 "])
+def test_plan_reuse_is_the_default_and_plan_reuse_0_turns_it_off(reuse, monkeypatch):
+    """A batch of PLAN_REUSE_MIN_BATCH+ requests keeps a solved plan PLAN_REUSE_STEPS calls
+    (session 54: host time); VLLM_BASS_PLAN_REUSE=0 solves it as before, for A/Bs."""
+    from vllm_bass.policy.per_request import PLAN_REUSE_STEPS
+
+    if reuse is None:
+        monkeypatch.delenv("VLLM_BASS_PLAN_REUSE", raising=False)
+    else:
+        monkeypatch.setenv("VLLM_BASS_PLAN_REUSE", reuse)
+    sched = _scheduler(True)
+    off = reuse is not None and reuse.strip() == "0"
+    assert sched.bass_policy.plan_reuse_steps == (0 if off else PLAN_REUSE_STEPS)
+    assert PLAN_REUSE_STEPS > 0

@@ -65,6 +65,11 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
             "before session 53 (a verified token below the knee priced at the fit's price "
             "alone, not at least half the knee's); linear / borrow: the default (A/B "
             "measurements)"),
+    "VLLM_BASS_PLAN_REUSE": (
+        "1", "0: a batch of 32 or more requests solves its per-request plan afresh whenever "
+             "an estimate, their mean or the batch moved, as before session 54, not once "
+             "every 4 steps while its requests, costs and closed-batch end hold (A/B "
+             "measurements)"),
     "VLLM_BASS_KNEE_PRICE": (
         "max", "sum: a verified token past the knee costs the fitted token price plus the "
                "knee's compute price, as before session 32 (A/B measurements); max (the "

@@ -305,6 +305,10 @@ class BassScheduler(Scheduler):
         # memory traffic is known: with long contexts a verification past the knee is cheap
         self.bass_kv_per_weight = (kv_bytes_per_weight_byte(self.vllm_config)
                                    if self.bass_config.verify_knee_tokens > 0 else None)
+        # VLLM_BASS_PLAN_REUSE=0: a large batch's plan solved afresh as before session 54
+        if hasattr(self.bass_policy, "plan_reuse_steps") and \
+                envs.get("VLLM_BASS_PLAN_REUSE").strip() == "0":
+            self.bass_policy.plan_reuse_steps = 0
         # VLLM_BASS_KNEE_PRICE=sum: the knee priced as before session 32 (`_bass_knee_priced`)
         self._bass_knee_sum = knee_price_is_sum()
         self._bass_last_end: float | None = None  # end of the previous update_from_output

@@ -70,13 +70,18 @@ from vllm_bass.policy.cost_model import PRIOR_COSTS, StepCostEstimator  # noqa: 
 
 # when a plan is solved again (`per_request._plan_stands`): the defaults, and variants
 REPLAN_DEFAULTS = {name: getattr(per_request, name) for name in (
-    "REPLAN_ALPHA_CHANGE", "REPLAN_MEAN_CHANGE", "REPLAN_EVERY", "COST_TOLERANCE")}
+    "REPLAN_ALPHA_CHANGE", "REPLAN_MEAN_CHANGE", "REPLAN_EVERY", "COST_TOLERANCE",
+    "PLAN_REUSE_STEPS")}
 REPLAN_VARIANTS = {
     # session 40's rule: any estimate 0.05, every 4 steps, any change of the costs
     "replan_s40": {"REPLAN_ALPHA_CHANGE": 0.05, "REPLAN_MEAN_CHANGE": 1.0,
                    "REPLAN_EVERY": 4, "COST_TOLERANCE": 0.0},
     "replan_loose": {"REPLAN_ALPHA_CHANGE": 0.2, "REPLAN_MEAN_CHANGE": 0.06,
                      "REPLAN_EVERY": 16, "COST_TOLERANCE": 0.05},
+    # session 54: a large batch's plan solved afresh whenever the rules above say so, as
+    # before its plan reuse (PLAN_REUSE_STEPS calls from PLAN_REUSE_MIN_BATCH requests)
+    "noreuse": {"PLAN_REUSE_STEPS": 0},
+    "reuse8": {"PLAN_REUSE_STEPS": 8},
 }
 
 

@@ -172,6 +172,9 @@ EXTRA_SYSTEMS["bass_session51_fit"] = {}
 # the step-cost fit before session 53 (VLLM_BASS_COST_FIT=session52): a verified token below
 # the knee at the fitted price alone, without the floor of half the knee's price
 EXTRA_SYSTEMS["bass_session52_fit"] = {}
+# a batch of 32+ requests solving its plan afresh whenever an estimate moves
+# (VLLM_BASS_PLAN_REUSE=0), not once every 4 steps: session 54's host-time A/B
+EXTRA_SYSTEMS["bass_noreuse"] = {}
 # the draft's first-pass KV slots by vLLM's torch code (VLLM_BASS_FIRST_PASS_SLOT_KERNEL=0),
 # not session 41's one launch: the host-time A/B
 EXTRA_SYSTEMS["bass_vllm_slots"] = {}
@@ -227,6 +230,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_BASS_COST_FIT": "session51"}
     if system == "bass_session52_fit":
         return {"VLLM_BASS_COST_FIT": "session52"}
+    if system == "bass_noreuse":
+        return {"VLLM_BASS_PLAN_REUSE": "0"}
     if system == "bass_vllm_slots":
         return {"VLLM_BASS_FIRST_PASS_SLOT_KERNEL": "0"}
     if system == "bass_measured_step":

@@ -474,6 +474,62 @@ def test_per_request_plan_is_reused_until_an_estimate_moves():
     assert p.plan(ids) == fresh.plan(ids)
 
 
+def test_per_request_large_batch_keeps_its_plan_for_plan_reuse_steps():
+    """From PLAN_REUSE_MIN_BATCH requests a solved plan holds for PLAN_REUSE_STEPS calls
+    however the estimates move (among that many requests one moves every step, session 54),
+    and finished requests leave it; a new request, moved costs, a closed batch near its end
+    or a smaller batch solve it again."""
+    from vllm_bass.policy import per_request as module
+
+    def policy():
+        p = PerRequestDraftLength(BassConfig(draft_model="d", num_speculative_tokens=8,
+                                             draft_length_policy="per_request"))
+        p.estimates.alpha = lambda r: alphas[r]
+        p.cost = StepCostModel(base=1.0, per_draft_step=0.02, per_verify_token=0.002,
+                               draft_pass=0.05)
+        choose = p.choose_lengths
+        p.choose_lengths = lambda *args: solved.append(1) or choose(*args)
+        return p
+
+    n = module.PLAN_REUSE_MIN_BATCH
+    assert module.PLAN_REUSE_STEPS >= 2
+    ids = [f"r{i}" for i in range(n + 1)]
+    alphas = {r: (0.9 if i % 2 else 0.4) for i, r in enumerate(ids)}
+    solved: list[int] = []
+    p = policy()
+    first = p.plan(ids)
+    assert len(solved) == 1 and first.per_request is not None
+    for r in ids:  # every estimate far off: a plan of these would differ
+        alphas[r] = 1.3 - alphas[r]
+    for _ in range(module.PLAN_REUSE_STEPS - 1):
+        assert p.plan(ids) == first
+    assert len(solved) == 1
+    p.plan(ids)  # the plan's age is up: solved for the new estimates
+    assert len(solved) == 2
+    again = p.plan(ids[1:])  # a request finished: the others keep their lengths
+    assert len(solved) == 2
+    assert again.per_request == {r: p._last_by_id[r] for r in ids[1:]}
+    alphas["new"] = 0.7
+    p.plan(ids[1:] + ["new"])  # a request joined
+    assert len(solved) == 3
+    p.cost = replace(p.cost, per_draft_step=p.cost.per_draft_step * (
+        1 + 3 * module.COST_TOLERANCE))  # moved costs
+    p.plan(ids[1:] + ["new"])
+    assert len(solved) == 4
+    p.remaining = {r: module.REPLAN_NEAR_END for r in ids}  # a closed batch near its end
+    p.plan(ids)
+    p.plan(ids)
+    assert len(solved) == 6
+    solved.clear()
+    small = policy()  # below PLAN_REUSE_MIN_BATCH the estimates' rules decide alone
+    few = ids[:n - 1]
+    small.plan(few)
+    for r in few:
+        alphas[r] = 1.3 - alphas[r]
+    small.plan(few)
+    assert len(solved) == 2
+
+
 def test_per_request_one_length_for_all_takes_fixed_k_path():
     """A plan that gives every sequence the same length is fixed K's plan (no per-request
     lengths), margin or not, so the scheduler trims no placeholders."""

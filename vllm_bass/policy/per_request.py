@@ -61,6 +61,16 @@ REPLAN_MEAN_CHANGE = 0.03
 REPLAN_EVERY = 8
 REPLAN_NEAR_END = 16
 COST_TOLERANCE = 0.02
+# From PLAN_REUSE_MIN_BATCH requests a solved plan is kept for PLAN_REUSE_STEPS plan() calls
+# whatever the estimates do (0: off), while its requests stay (finished ones leave it), the
+# costs and share hold and no request of a closed batch is near its end. With ~5-step
+# windows, among 32+ requests some estimate moves REPLAN_ALPHA_CHANGE, and their mean
+# absolute move passes REPLAN_MEAN_CHANGE, nearly every step: 96-97% of the closed mix's
+# steps at batch 32-128 planned afresh (`bench_scheduler_host.py`), ~0.4 ms of host time a
+# step on a 2-core CPU and ~1 ms on the H200 hosts (session 54: the default's schedule()
+# took 1.5-2.5 ms a step at batch 64 against fixed K=1's 0.8-1.1, and the step was host-bound).
+PLAN_REUSE_MIN_BATCH = 32
+PLAN_REUSE_STEPS = 4
 
 
 def costs_close(a: StepCostModel | None, b: StepCostModel | None) -> bool:
@@ -106,6 +116,10 @@ class PerRequestDraftLength(DraftLengthPolicy):
         self.token_budget: int | None = None
         self._last_key: tuple | None = None
         self._last_lengths: list[int] = []
+        self._last_by_id: dict[str, int] = {}  # the last solved plan's lengths by request
+        # calls a large batch keeps a solved plan (`_reuse_stands`; the scheduler sets 0 under
+        # VLLM_BASS_PLAN_REUSE=0)
+        self.plan_reuse_steps = PLAN_REUSE_STEPS
         self._last_alphas: list[float] = []
         self._last_cost: StepCostModel | None = None  # the model and share it was solved for
         self._last_share = 0.0
@@ -439,6 +453,25 @@ class PerRequestDraftLength(DraftLengthPolicy):
         little)."""
         return (tuple(req_ids), remaining is None)
 
+    def _reuse_stands(self, req_ids: list[str], remaining: list[int] | None) -> bool:
+        """A large batch keeps its last solved plan for `plan_reuse_steps` calls
+        (PLAN_REUSE_STEPS), its estimates unread: the same requests or fewer, the same
+        closed-batch state, the costs and share within their tolerances, no closed batch near
+        its end."""
+        steps = self.plan_reuse_steps
+        if (steps <= 0 or len(req_ids) < PLAN_REUSE_MIN_BATCH
+                or self._plan_age >= steps or self._last_key is None
+                or self._last_key[1] != (remaining is None)):
+            return False
+        if remaining is not None and min(remaining) <= REPLAN_NEAR_END:
+            return False
+        if not costs_close(self._last_cost, self.cost):
+            return False
+        if abs(self._last_share - self.per_request_share) > REPLAN_MEAN_CHANGE:
+            return False
+        by_id = self._last_by_id
+        return all(r in by_id for r in req_ids)
+
     def _plan_stands(self, req_ids: list[str], alphas: list[float],
                      remaining: list[int] | None) -> bool:
         """The last plan still holds: same requests, closed-batch state, cost model (within
@@ -468,15 +501,19 @@ class PerRequestDraftLength(DraftLengthPolicy):
     def plan(self, req_ids: list[str]) -> DraftPlan:
         remaining = (None if self.remaining is None or len(req_ids) < 2
                      else [self.remaining.get(r, 1) for r in req_ids])
-        alphas = [self.alpha(r) for r in req_ids]
-        if not self._plan_stands(req_ids, alphas, remaining):
-            self._last_key = self._plan_key(req_ids, remaining)
-            self._last_cost, self._last_share = self.cost, self.per_request_share
-            self._last_alphas, self._plan_age = alphas, 0
-            self._last_lengths = self.choose_lengths(alphas, remaining)
-            self._last_speedup = predicted_speedup(self.cost, alphas, self._last_lengths)
+        if self._reuse_stands(req_ids, remaining):
+            lengths = [self._last_by_id[r] for r in req_ids]
+        else:
+            alphas = [self.alpha(r) for r in req_ids]
+            if not self._plan_stands(req_ids, alphas, remaining):
+                self._last_key = self._plan_key(req_ids, remaining)
+                self._last_cost, self._last_share = self.cost, self.per_request_share
+                self._last_alphas, self._plan_age = alphas, 0
+                self._last_lengths = self.choose_lengths(alphas, remaining)
+                self._last_by_id = dict(zip(req_ids, self._last_lengths))
+                self._last_speedup = predicted_speedup(self.cost, alphas, self._last_lengths)
+            lengths = list(self._last_lengths)
         self._plan_age += 1
-        lengths = list(self._last_lengths)
         off = bool(req_ids) and not any(lengths)
         if not off:
             self._probe_undrafted(req_ids, lengths)
