@@ -6,6 +6,10 @@ step is host-bound, so a policy's plan must stay cheap at large batches (session
 batch 64-128 per-request plans cost ~1-1.5 ms more per step than fixed K on the H100).
 
     python benchmarks/e2e/bench_scheduler_host.py --batches 64,128 --policies per_request,fixed
+    # session 54: a large batch's plan kept 4 steps (the default) against solved afresh
+    python benchmarks/e2e/bench_scheduler_host.py --batches 32,64,128 --acceptance mix,0.8 \
+        --max-tokens 128 --k 1 --plan-reuse-steps 0,4 --seeds 3 \
+        --out benchmarks/results/session54/scheduler_host_plan_reuse_cpu.json
 
 Each row also gives the mean ms a step of BASS's own parts (`mean_ms_per_step`: the plan,
 the cost fit's model and its solves, the observations), which run inside the two.
@@ -14,6 +18,7 @@ the cost fit's model and its solves, the observations), which run inside the two
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -76,17 +81,38 @@ def main() -> None:
                     help="policy: on except for fixed (the defaults); both: on, then off")
     ap.add_argument("--budget", type=int, default=1536, help="largest CUDA graph (tokens)")
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--plan-reuse-steps", default="",
+                    help="per_request's PLAN_REUSE_STEPS values to run (comma list; "
+                    "empty: the default)")
+    ap.add_argument("--seeds", type=int, default=1, help="runs averaged per row")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    from vllm_bass.policy import per_request
+
+    reuse_values = [int(v) for v in args.plan_reuse_steps.split(",") if v.strip()] or [
+        per_request.PLAN_REUSE_STEPS]
     rows = []
     for acceptance in args.acceptance.split(","):
         for batch in [int(b) for b in args.batches.split(",")]:
             for policy in args.policies.split(","):
                 k = args.k if policy == "fixed" else args.bound
-                for auto_off in {"policy": [None], "on": [True], "off": [False],
-                                 "both": [True, False]}[args.auto_off]:
-                    row = host_ms_per_step(policy, batch, acceptance, k, args.budget,
-                                           args.max_tokens, seed=0, auto_off=auto_off)
+                for auto_off, reuse in itertools.product(
+                        {"policy": [None], "on": [True], "off": [False],
+                         "both": [True, False]}[args.auto_off],
+                        reuse_values if policy == "per_request" else [None]):
+                    if reuse is not None:
+                        per_request.PLAN_REUSE_STEPS = reuse
+                    runs = [host_ms_per_step(policy, batch, acceptance, k, args.budget,
+                                             args.max_tokens, seed=seed, auto_off=auto_off)
+                            for seed in range(args.seeds)]
+                    row = dict(runs[0], seeds=args.seeds, plan_reuse_steps=reuse)
+                    for key in ("host_ms_per_step", *(f"{n}_ms" for n in
+                                                      ("schedule", "update_from_output"))):
+                        row[key] = round(statistics.mean(r[key] for r in runs), 3)
+                    row["mean_ms_per_step"] = {
+                        label: round(statistics.mean(r["mean_ms_per_step"][label]
+                                                     for r in runs), 3)
+                        for label in runs[0]["mean_ms_per_step"]}
                     rows.append(row)
                     print(json.dumps(row), flush=True)
     if args.out:
