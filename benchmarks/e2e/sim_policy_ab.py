@@ -23,7 +23,8 @@ with the nearest mature one, VLLM_BASS_COST_FIT=borrow), `explore`
 (session 40, dropped: length exploration on), `replan_s40` / `replan_loose` (session 41:
 when a plan is solved again, session 40's rule / a looser one than the default),
 `nofloor` (session 53: no floor under a verified token's price below the knee,
-VLLM_BASS_COST_FIT=session52), `draftpriorX[_Y]` (session 42: the cost prior's draft step
+VLLM_BASS_COST_FIT=session52), `noreuse` / `reuse8` (session 54: a batch of 32+ solves its
+plan afresh as before, VLLM_BASS_PLAN_REUSE=0 / keeps it 8 steps, not 4), `draftpriorX[_Y]` (session 42: the cost prior's draft step
 at X plain steps, 0.12 the default, and its first pass at Y, 0.05), `default`. (Session
 40's dropped `probeN`, probes of N drafts, needed a policy hook: git history at ba0ce8e.)
 `oracle` (session 43: the law's own costs in place of the fit), `closedoff` (session 43, not
@@ -43,6 +44,11 @@ at c63dd22.)
         --variants measured,measured+nofloor --fixed-k 1,2,3 \
         --acceptance mix,0.3,0.6,0.8 --batches 8,32,64,128,256 \
         --out benchmarks/results/session53/sim_token_floor_ab_h200_s53_law.json
+    # session 54: a large batch's plan kept 4 steps (the default) against solved afresh
+    python benchmarks/e2e/sim_policy_ab.py --h200-law-s53 \
+        --variants measured,measured+noreuse,measured+reuse8 --fixed-k 1,2 \
+        --acceptance mix,0.3,0.6,0.8,0.9 --batches 32,64,128,256 \
+        --out benchmarks/results/session54/sim_plan_reuse_h200_s53_law.json
     # session 29: the knee price at 1024-token prompts
     python benchmarks/e2e/sim_policy_ab.py --variants default,hardknee \
         --acceptance 0.6,0.8 --batches 8,32,64 --prompt-len 1024 --context-law
