@@ -72,6 +72,7 @@
 #   bash scripts/gpu_bench.sh token_floor_ab  # session 53: the sub-knee token floor A/B (x2)
 #   bash scripts/gpu_bench.sh crit4_gap  # session 54: criterion 4 on the floor; the mix gap, traced (x2)
 #   bash scripts/gpu_bench.sh reuse_ab  # session 54: large batches reuse their plan 4 steps, A/B (x2)
+#   bash scripts/gpu_bench.sh arms_reuse  # session 54: the plan-reuse A/B inside one engine (--arms) (x2)
 #   bash scripts/gpu_bench.sh tests53   # session 53: greedy / seeded / distribution engine tests (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
@@ -770,6 +771,16 @@ PY
       bass_default,bass_noreuse,bass_fixed1,plain,vllm_k1" \
       "--drafts 8x1024 --acceptance 0.8,mix --batches 64,128 --systems
       bass_default,bass_noreuse,plain,vllm_k1,vllm_k2" ;;
+  arms_reuse)  # session 54's next step: the plan-reuse A/B inside one engine (`--arms`), the
+    # arms' timed runs interleaved (calls 3-4's engine-after-engine A/Bs drowned in the hosts'
+    # 15-25% scatter). GPU 0: the 4x1024 mix, batch 32 / 64 / 128, 6 repeats an arm, beside
+    # fixed K=1 and vLLM K=1. GPU 1 (held out): 8x1024, alpha 0.6 and the mix, batch 64 / 128
+    VS_TIMEOUT=${VS_TIMEOUT:-530} pair_preset arms_reuse "--keep-order --prompt-len 128
+      --max-tokens 128 --repeats 6 --min-timed-seconds 0 --timeout 200
+      --arms reuse:plan_reuse_steps=4;noreuse:plan_reuse_steps=0" \
+      "--drafts 4x1024 --acceptance mix --batches 32,64,128 --systems
+      bass_default,bass_fixed1,vllm_k1" \
+      "--drafts 8x1024 --acceptance 0.6,mix --batches 64,128 --systems bass_default,vllm_k1" ;;
   tests53)  # session 53: the engine tests on the final policy (the sub-knee token floor):
     # GPU 0 greedy identity, async and sync; GPU 1 the seeded and distribution tests
     VS_TIMEOUT=${VS_TIMEOUT:-480} PAIR0_CMD="env OUT=$W/greedy bash scripts/gpu_tests.sh files

@@ -34,6 +34,11 @@ class SyntheticAcceptanceControl:
         prefix and reuses that profiler; the next start then builds one with its own."""
         self.profiler = None
 
+    def bench_set_policy(self, assignments: dict) -> int:
+        """One arm of an in-engine A/B (`vs_vllm.py --arms`): attributes of the BASS policy
+        set for the runs that follow; the number of schedulers set."""
+        return set_policy_attributes(bass_schedulers(), assignments)
+
     def bench_set_synthetic_acceptance(self, groups: list[list[float]],
                                        per_request: bool = True) -> str:
         import torch
@@ -59,6 +64,42 @@ class SyntheticAcceptanceControl:
         _install_per_request_uniforms(self.model_runner, None)
         rates.copy_(torch.tensor(conditional(average_rates(groups, k), k), dtype=rates.dtype))
         return "vllm"
+
+
+def bass_schedulers() -> list:
+    """The BASS schedulers of this process (benchmark-only, found through the garbage
+    collector: the engine keeps no handle a worker could reach; what vLLM froze after its
+    start-up is unfrozen for the search and frozen again). With one GPU vLLM runs the worker
+    in the engine core's process, beside its scheduler (on the CPU platform only without
+    multiprocessing)."""
+    import gc
+
+    from vllm_bass.scheduler import BassScheduler
+
+    frozen = gc.get_freeze_count() > 0  # vLLM freezes what start-up made (its scheduler)
+    if frozen:
+        gc.unfreeze()
+    try:
+        return [o for o in gc.get_objects() if isinstance(o, BassScheduler)]
+    finally:
+        if frozen:
+            gc.freeze()
+
+
+def set_policy_attributes(schedulers: list, assignments: dict) -> int:
+    """Set each `name: value` on every scheduler's draft-length policy (an in-engine arm of
+    an A/B: `vs_vllm.py --arms`); a name the policy lacks is an error naming the flag."""
+    if not schedulers:
+        raise RuntimeError("vs_vllm.py --arms: no BASS scheduler in the worker's process "
+                           "(arms need vLLM's one-process executor: one GPU, no Ray)")
+    for sched in schedulers:
+        policy = sched.bass_policy
+        for name, value in assignments.items():
+            if not hasattr(policy, name):
+                raise AttributeError(f"vs_vllm.py --arms: the {type(policy).__name__} "
+                                     f"policy has no attribute {name!r}")
+            setattr(policy, name, value)
+    return len(schedulers)
 
 
 def _install_per_request_uniforms(runner, group_rates: list[list[float]] | None) -> None:

@@ -22,6 +22,10 @@ Rows append to --out.json, so the matrix can be split across calls on one machin
 `--merge A.json,B.json` joins runs split over GPUs of one host (one process a GPU, run at
 the same time) into --out and reports them together.
 
+`--arms` (session 54): an A/B of BASS policy attributes inside each BASS engine (one
+start-up, one set of graphs), the arms' timed runs interleaved A B, B A, ... so that a host
+drifting over the runs weighs on each alike; rows `SYSTEM[LABEL]`.
+
 `--workload continuous` (one workload a file): instead of a closed batch, 4x the batch in
 requests with the batch kept in flight, as a server's continuous batching does; ms/token =
 batch / steady-state tokens per second. A closed batch of the mix is paced by its alpha-0.3
@@ -374,6 +378,42 @@ def repeat_speculation(counts: list[dict]) -> dict:
     }
 
 
+def parse_arms(text: str) -> list[tuple[str, dict]]:
+    """`--arms "reuse:plan_reuse_steps=4;noreuse:plan_reuse_steps=0"`: in-engine arms of an
+    A/B, each a label and attributes of the BASS policy (values as JSON, else strings)."""
+    arms = []
+    for part in (p.strip() for p in text.split(";") if p.strip()):
+        label, sep, body = part.partition(":")
+        assignments = {}
+        for item in (i.strip() for i in body.split(",") if i.strip()):
+            name, eq, value = item.partition("=")
+            if not eq or not name.strip():
+                raise SystemExit(f"--arms: {item!r} is not NAME=VALUE (in arm {label!r})")
+            try:
+                assignments[name.strip()] = json.loads(value)
+            except json.JSONDecodeError:
+                assignments[name.strip()] = value.strip()
+        if not sep or not label.strip() or not assignments:
+            raise SystemExit(f"--arms: {part!r} is not LABEL:NAME=VALUE[,NAME=VALUE]")
+        arms.append((label.strip(), assignments))
+    if len({label for label, _ in arms}) != len(arms):
+        raise SystemExit("--arms: two arms share a label")
+    if len(arms) == 1:
+        raise SystemExit("--arms: give two arms or more (an A/B)")
+    return arms
+
+
+def armed_order(n_arms: int, repeats: int) -> list[int]:
+    """The arms' timed runs, interleaved A B, B A, A B ...: each arm runs as often, and a
+    host that drifts slower over the runs (the H200 hosts' 15-25% scatter, session 54)
+    weighs on every arm alike."""
+    order = []
+    for r in range(repeats):
+        arms = list(range(n_arms))
+        order += arms if r % 2 == 0 else arms[::-1]
+    return order
+
+
 # ---------------------------------------------------------------------------------- child
 def compiled_kernels() -> collections.Counter:
     """Triton kernels compiled so far by this engine (its own cache folder), by name: those
@@ -444,6 +484,13 @@ def _child(spec_path: str, out_path: str) -> None:
                 return closed_batch_seconds(llm, prompts(len(slots)),
                                             params(slots, n_tokens)) / n_tokens
 
+            arms = spec.get("arms") or []
+            if arms:  # an in-engine A/B: its arms' runs interleaved (`armed_order`)
+                rows += _armed_setting(llm, spec, arms, acceptance, batch, slot_runs, run,
+                                       counters, n_tokens)
+                Path(out_path).write_text(json.dumps({"rows": rows, "startup_s": startup,
+                                                      "startup_kernels": startup_kernels}))
+                continue
             warm_start = time.perf_counter()
             for slots in slot_runs:  # warm-up, full length: every shape of the batch's
                 # tail too (JIT compiles), the cost model, the estimates
@@ -499,6 +546,53 @@ def _child(spec_path: str, out_path: str) -> None:
                                                   "startup_kernels": startup_kernels}))
     Path(out_path).write_text(json.dumps({"rows": rows, "startup_s": startup,
                                           "startup_kernels": startup_kernels}))
+
+
+def _armed_setting(llm, spec: dict, arms: list, acceptance: str, batch: int,
+                   slot_runs: list, run, counters, n_tokens: int) -> list[dict]:
+    """One setting's rows of an in-engine A/B: every arm warmed up, then `spec["repeats"]`
+    timed runs of each, interleaved; one row per arm (`arm`: its label), best of its runs."""
+    def set_arm(i):
+        llm.collective_rpc("bench_set_policy", args=(arms[i][1],))
+
+    for i in range(len(arms)):  # warm-up: each arm's shapes, and the fits see them all
+        set_arm(i)
+        for slots in slot_runs:
+            run(slots)
+    runs = [[] for _ in arms]  # (seconds, counter deltas, kernels compiled) per arm
+    RUN_WINDOWS.clear()
+    for i in armed_order(len(arms), spec["repeats"]):
+        set_arm(i)
+        before, kernels = counters(), sum(compiled_kernels().values())
+        seconds = n_tokens * sum(run(slots) for slots in slot_runs) / len(slot_runs)
+        after = counters()
+        runs[i].append((seconds, {k: after[k] - before[k] for k in after},
+                        sum(compiled_kernels().values()) - kernels))
+    rows = []
+    for (label, assignments), arm_runs in zip(arms, runs):
+        reps = [r[0] for r in arm_runs]
+        d = {k: sum(r[1][k] for r in arm_runs) for k in arm_runs[0][1]}
+        drafts, on, off = d["vllm:spec_decode_num_drafts"], d["steps_on"], d["steps_off"]
+        seconds = min(reps)
+        rows.append({
+            "batch": batch, "acceptance": acceptance, "arm": label,
+            "arm_attributes": assignments, "seconds": seconds,
+            "ms_per_token": 1000.0 * seconds / n_tokens,
+            "tokens_per_s": batch * n_tokens / seconds,
+            "mean_acceptance_length": (1 + d["vllm:spec_decode_num_accepted_tokens"]
+                                       / drafts) if drafts else None,
+            "mean_draft_length": (d["vllm:spec_decode_num_draft_tokens"] / drafts)
+            if drafts else None,
+            "off_step_fraction": off / (on + off) if on + off else None,
+            "repeat_ms_per_token": [1000.0 * r / n_tokens for r in reps],
+            "repeat_jit_compiles": [r[2] for r in arm_runs],
+            **repeat_speculation([r[1] for r in arm_runs]),
+            "workload": spec.get("workload", "closed"),
+            "run_order": armed_order(len(arms), spec["repeats"]),
+        })
+        print(f"  {spec['system']}[{label}] {spec['draft']} alpha={acceptance} "
+              f"batch={batch}: {rows[-1]['ms_per_token']:.2f} ms/token", flush=True)
+    return rows
 
 
 # The continuous workload: this many requests per slot of concurrency, submitted so that
@@ -604,7 +698,9 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path,
             "acceptance": acceptance_for(config, args.acceptance),
             "workload": args.workload, "profile_dir": args.profile_dir,
             "profile_batches": args.profile_batches,
-            "profile_acceptance": args.profile_acceptance}
+            "profile_acceptance": args.profile_acceptance,
+            # in-engine arms (`--arms`): BASS engines only, the others run as they are
+            "arms": parse_arms(args.arms) if args.arms and config.startswith("bass") else []}
     if args.profile_dir:  # vLLM's torch profiler, started around the chosen runs only
         spec["engine"]["profiler_config"] = {
             "profiler": "torch", "torch_profiler_dir": args.profile_dir,
@@ -969,6 +1065,11 @@ def main() -> None:
                    help="each engine also gets empty torch.compile caches (vLLM's, "
                         "inductor's), so start-up seconds compare across systems; without "
                         "it the first engine compiles the models and later ones reuse them")
+    p.add_argument("--arms", default="",
+                   help="an in-engine A/B of BASS policy attributes, its arms' timed runs "
+                   "interleaved: 'LABEL:NAME=VALUE[,NAME=VALUE];LABEL2:...' (e.g. "
+                   "'reuse:plan_reuse_steps=4;noreuse:plan_reuse_steps=0'); rows "
+                   "SYSTEM[LABEL]. Needs the worker in the engine core's process (one GPU)")
     p.add_argument("--trace-dir", default=None)
     p.add_argument("--out", default=str(REPO / "benchmarks/results/vs_vllm"))
     p.add_argument("--report", action="store_true", help="only rewrite the table and plots")
@@ -983,6 +1084,8 @@ def main() -> None:
                    help="Python stacks in the traces (profile_summary's blocking sites)")
     p.add_argument("--profile-acceptance", default="0.8")
     args = p.parse_args()
+    if args.arms:
+        parse_arms(args.arms)  # a bad --arms fails here, before any engine starts
     args.profile_batches = [int(b) for b in args.profile_batches.split(",") if b]
     args.profile_acceptance = args.profile_acceptance.split(",")
     if args.profile_dir:
@@ -1029,9 +1132,10 @@ def main() -> None:
                     engines += 1
                     kernels = res.get("startup_kernels") or {}
                     for r in res["rows"]:
-                        r.update(system=system, draft=draft,
-                                 startup_s=res.get("startup_s"),
+                        r.update(system=f"{system}[{r['arm']}]" if r.get("arm") else system,
+                                 draft=draft, startup_s=res.get("startup_s"),
                                  startup_triton_compiles=sum(kernels.values()))
+                    names = {r["system"] for r in res["rows"]} | {system}
                     if kernels:  # Triton compiles of the engine's start-up, by kernel
                         data.setdefault("startup_kernels", {})[f"{system}/{draft}"] = kernels
                     log = log_dir / f"{system}_{draft if draft != '-' else '4x1024'}.log"
@@ -1039,7 +1143,7 @@ def main() -> None:
                         data.setdefault("startup_phases", {})[f"{system}/{draft}"] = \
                             startup_phases(log.read_text(errors="replace"))
                     data["rows"] = [r for r in data["rows"] if not (
-                        r["system"] == system and r["draft"] == draft
+                        r["system"] in names and r["draft"] == draft
                         and (r["acceptance"], r["batch"]) in {
                             (x["acceptance"], x["batch"]) for x in res["rows"]})] + res["rows"]
                     data["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
