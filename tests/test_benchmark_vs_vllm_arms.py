@@ -103,3 +103,18 @@ def test_the_worker_extension_reaches_the_engines_scheduler():
                          capture_output=True, text=True)
     assert "SET [1]" in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]
     assert "VALUE 0" in out.stdout
+
+
+@pytest.mark.cpu
+def test_a_settings_row_takes_its_best_run_and_the_counters_over_all():
+    d = {"vllm:spec_decode_num_drafts": 40, "vllm:spec_decode_num_draft_tokens": 120,
+         "vllm:spec_decode_num_accepted_tokens": 60, "steps_on": 30, "steps_off": 10}
+    row = vs_vllm.setting_timing(32, "mix", [0.8, 0.64, 0.72], d, n_tokens=128)
+    assert row["seconds"] == 0.64 and row["ms_per_token"] == pytest.approx(5.0)
+    assert row["tokens_per_s"] == pytest.approx(32 * 128 / 0.64)
+    assert row["mean_draft_length"] == 3.0 and row["mean_acceptance_length"] == 2.5
+    assert row["off_step_fraction"] == 0.25
+    assert row["repeat_ms_per_token"] == pytest.approx([6.25, 5.0, 5.625])
+    plain = dict(d, **{"vllm:spec_decode_num_drafts": 0, "steps_on": 0, "steps_off": 0})
+    row = vs_vllm.setting_timing(1, "0.8", [0.5], plain, n_tokens=100)
+    assert row["mean_draft_length"] is None and row["off_step_fraction"] is None

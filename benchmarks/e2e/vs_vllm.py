@@ -361,6 +361,24 @@ def repeat_until_clean(run_once, compiles_so_far, repeats: int,
     return results, compiles
 
 
+def setting_timing(batch: int, acceptance: str, reps: list[float], d: dict,
+                   n_tokens: int) -> dict:
+    """A setting's row from its timed runs (seconds of a closed batch, or its continuous
+    equivalent; the best of them) and the counters' deltas over them."""
+    drafts, on, off = d["vllm:spec_decode_num_drafts"], d["steps_on"], d["steps_off"]
+    seconds = min(reps)
+    return {
+        "batch": batch, "acceptance": acceptance, "seconds": seconds,
+        "ms_per_token": 1000.0 * seconds / n_tokens,
+        "tokens_per_s": batch * n_tokens / seconds,
+        "mean_acceptance_length": (1 + d["vllm:spec_decode_num_accepted_tokens"] / drafts)
+        if drafts else None,
+        "mean_draft_length": (d["vllm:spec_decode_num_draft_tokens"] / drafts)
+        if drafts else None,
+        "off_step_fraction": off / (on + off) if on + off else None,
+        "repeat_ms_per_token": [1000.0 * r / n_tokens for r in reps]}
+
+
 def repeat_speculation(counts: list[dict]) -> dict:
     """Per timed repeat, from its counter deltas: the share of off-steps (BASS only), the
     mean draft length and the mean acceptance length (tokens a verification emits)."""
@@ -510,7 +528,6 @@ def _child(spec_path: str, out_path: str) -> None:
             reps, rep_compiles = repeat_until_clean(  # the fastest: one-off stalls left out
                 timed_repeat, lambda: sum(compiled_kernels().values()), n_repeats)
             windows = [[round(a, 6), round(b, 6)] for a, b in RUN_WINDOWS]
-            seconds = min(reps)  # a closed batch's makespan (or its continuous equivalent)
             rep_counts = [{k: last[k] - first[k] for k in last}
                           for first, last in zip(marks, marks[1:])]
             jit = compiled_kernels() - kernels_before
@@ -519,18 +536,8 @@ def _child(spec_path: str, out_path: str) -> None:
                 _profiled_run(llm, spec, acceptance, batch,
                               lambda: [run(s) for s in slot_runs])
             d = {k: marks[-1][k] - marks[0][k] for k in marks[0]}
-            drafts = d["vllm:spec_decode_num_drafts"]
-            on, off = d["steps_on"], d["steps_off"]
             rows.append({
-                "batch": batch, "acceptance": acceptance, "seconds": seconds,
-                "ms_per_token": 1000.0 * seconds / n_tokens,
-                "tokens_per_s": batch * n_tokens / seconds,
-                "mean_acceptance_length": (1 + d["vllm:spec_decode_num_accepted_tokens"]
-                                           / drafts) if drafts else None,
-                "mean_draft_length": (d["vllm:spec_decode_num_draft_tokens"] / drafts)
-                if drafts else None,
-                "off_step_fraction": off / (on + off) if on + off else None,
-                "repeat_ms_per_token": [1000.0 * r / n_tokens for r in reps],
+                **setting_timing(batch, acceptance, reps, d, n_tokens),
                 "jit_compiles_in_repeats": dict(jit),
                 "repeat_jit_compiles": rep_compiles,
                 # whether a slow repeat sat off more or drafted otherwise (session 42: BASS's
@@ -572,19 +579,9 @@ def _armed_setting(llm, spec: dict, arms: list, acceptance: str, batch: int,
     for (label, assignments), arm_runs in zip(arms, runs):
         reps = [r[0] for r in arm_runs]
         d = {k: sum(r[1][k] for r in arm_runs) for k in arm_runs[0][1]}
-        drafts, on, off = d["vllm:spec_decode_num_drafts"], d["steps_on"], d["steps_off"]
-        seconds = min(reps)
         rows.append({
-            "batch": batch, "acceptance": acceptance, "arm": label,
-            "arm_attributes": assignments, "seconds": seconds,
-            "ms_per_token": 1000.0 * seconds / n_tokens,
-            "tokens_per_s": batch * n_tokens / seconds,
-            "mean_acceptance_length": (1 + d["vllm:spec_decode_num_accepted_tokens"]
-                                       / drafts) if drafts else None,
-            "mean_draft_length": (d["vllm:spec_decode_num_draft_tokens"] / drafts)
-            if drafts else None,
-            "off_step_fraction": off / (on + off) if on + off else None,
-            "repeat_ms_per_token": [1000.0 * r / n_tokens for r in reps],
+            **setting_timing(batch, acceptance, reps, d, n_tokens),
+            "arm": label, "arm_attributes": assignments,
             "repeat_jit_compiles": [r[2] for r in arm_runs],
             **repeat_speculation([r[1] for r in arm_runs]),
             "workload": spec.get("workload", "closed"),
