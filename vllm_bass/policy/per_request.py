@@ -461,16 +461,22 @@ class PerRequestDraftLength(DraftLengthPolicy):
         steps = self.plan_reuse_steps
         if (steps <= 0 or len(req_ids) < PLAN_REUSE_MIN_BATCH
                 or self._plan_age >= steps or self._last_key is None
-                or self._last_key[1] != (remaining is None)):
+                or self._last_key[1] != (remaining is None)
+                or not self._solved_context_holds(remaining)):
             return False
-        if remaining is not None and min(remaining) <= REPLAN_NEAR_END:
-            return False
+        by_id = self._last_by_id
+        return all(r in by_id for r in req_ids)
+
+    def _solved_context_holds(self, remaining: list[int] | None) -> bool:
+        """What the last plan was solved for besides its requests and estimates still holds:
+        the costs (within COST_TOLERANCE), the per-request share (within
+        REPLAN_MEAN_CHANGE), and no request of a closed batch within REPLAN_NEAR_END tokens
+        of its end."""
         if not costs_close(self._last_cost, self.cost):
             return False
         if abs(self._last_share - self.per_request_share) > REPLAN_MEAN_CHANGE:
             return False
-        by_id = self._last_by_id
-        return all(r in by_id for r in req_ids)
+        return remaining is None or min(remaining) > REPLAN_NEAR_END
 
     def _plan_stands(self, req_ids: list[str], alphas: list[float],
                      remaining: list[int] | None) -> bool:
@@ -481,13 +487,8 @@ class PerRequestDraftLength(DraftLengthPolicy):
         verify nothing), and no request of a closed batch near its end. Replanning every
         step cost 0.6-0.8 ms of host time at batch 8-64 (2-core CPU), on the critical path
         of a host-bound step."""
-        if self._last_key != self._plan_key(req_ids, remaining):
-            return False
-        if not costs_close(self._last_cost, self.cost):
-            return False
-        if abs(self._last_share - self.per_request_share) > REPLAN_MEAN_CHANGE:
-            return False
-        if remaining is not None and min(remaining) <= REPLAN_NEAR_END:
+        if (self._last_key != self._plan_key(req_ids, remaining)
+                or not self._solved_context_holds(remaining)):
             return False
         if not alphas:
             return True
