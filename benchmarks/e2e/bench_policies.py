@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from benchmarks.e2e.vs_vllm import speculation_means  # noqa: E402
 from support.isolated_engine import (  # noqa: E402
     DRAFT,
     TARGET,
@@ -124,19 +125,13 @@ def config_rows(name: str, results: list[dict], sizes: list[int], max_tokens: in
         d = {k: metric(m, k) - metric(before, k) for k in (
             "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
             "vllm:spec_decode_num_accepted_tokens")}
-        steps = {s: metric(m, "vllm:bass_steps", speculation=s)
-                 - metric(before, "vllm:bass_steps", speculation=s) for s in ("on", "off")}
-        drafts = d["vllm:spec_decode_num_drafts"]
+        d |= {f"steps_{s}": metric(m, "vllm:bass_steps", speculation=s)
+              - metric(before, "vllm:bass_steps", speculation=s) for s in ("on", "off")}
         rows.append({
             "config": name, "batch": bs, "seconds": best,
             "ms_per_token": 1000.0 * best / max_tokens,
             "tokens_per_s": bs * max_tokens / best,
-            "mean_acceptance_length": (1 + d["vllm:spec_decode_num_accepted_tokens"] / drafts)
-            if drafts else None,
-            "mean_draft_length": (d["vllm:spec_decode_num_draft_tokens"] / drafts)
-            if drafts else None,
-            "off_step_fraction": steps["off"] / (steps["on"] + steps["off"])
-            if steps["on"] + steps["off"] else None,
+            **speculation_means(d),
             "greedy_equals_plain": None,
         })
     return rows

@@ -365,35 +365,32 @@ def setting_timing(batch: int, acceptance: str, reps: list[float], d: dict,
                    n_tokens: int) -> dict:
     """A setting's row from its timed runs (seconds of a closed batch, or its continuous
     equivalent; the best of them) and the counters' deltas over them."""
-    drafts, on, off = d["vllm:spec_decode_num_drafts"], d["steps_on"], d["steps_off"]
     seconds = min(reps)
     return {
         "batch": batch, "acceptance": acceptance, "seconds": seconds,
         "ms_per_token": 1000.0 * seconds / n_tokens,
         "tokens_per_s": batch * n_tokens / seconds,
-        "mean_acceptance_length": (1 + d["vllm:spec_decode_num_accepted_tokens"] / drafts)
-        if drafts else None,
-        "mean_draft_length": (d["vllm:spec_decode_num_draft_tokens"] / drafts)
-        if drafts else None,
-        "off_step_fraction": off / (on + off) if on + off else None,
+        **speculation_means(d),
         "repeat_ms_per_token": [1000.0 * r / n_tokens for r in reps]}
 
 
-def repeat_speculation(counts: list[dict]) -> dict:
-    """Per timed repeat, from its counter deltas: the share of off-steps (BASS only), the
-    mean draft length and the mean acceptance length (tokens a verification emits)."""
-    def ratio(a, b):
-        return a / b if b else None
-
+def speculation_means(c: dict) -> dict:
+    """From counter deltas: the share of off-steps (BASS only), the mean draft length and
+    the mean acceptance length (tokens a verification emits); None where nothing counted."""
+    drafts, on, off = c["vllm:spec_decode_num_drafts"], c["steps_on"], c["steps_off"]
     return {
-        "repeat_off_step_fraction": [ratio(c["steps_off"], c["steps_on"] + c["steps_off"])
-                                     for c in counts],
-        "repeat_mean_draft_length": [ratio(c["vllm:spec_decode_num_draft_tokens"],
-                                           c["vllm:spec_decode_num_drafts"]) for c in counts],
-        "repeat_mean_acceptance_length": [
-            1 + c["vllm:spec_decode_num_accepted_tokens"] / c["vllm:spec_decode_num_drafts"]
-            if c["vllm:spec_decode_num_drafts"] else None for c in counts],
-    }
+        "mean_acceptance_length": (1 + c["vllm:spec_decode_num_accepted_tokens"] / drafts)
+        if drafts else None,
+        "mean_draft_length": c["vllm:spec_decode_num_draft_tokens"] / drafts
+        if drafts else None,
+        "off_step_fraction": off / (on + off) if on + off else None}
+
+
+def repeat_speculation(counts: list[dict]) -> dict:
+    """`speculation_means` per timed repeat, from its counter deltas."""
+    means = [speculation_means(c) for c in counts]
+    return {f"repeat_{key}": [m[key] for m in means] for key in (
+        "off_step_fraction", "mean_draft_length", "mean_acceptance_length")}
 
 
 def parse_arms(text: str) -> list[tuple[str, dict]]:
@@ -567,8 +564,9 @@ def _armed_setting(llm, spec: dict, arms: list, acceptance: str, batch: int,
         for slots in slot_runs:
             run(slots)
     runs = [[] for _ in arms]  # (seconds, counter deltas, kernels compiled) per arm
+    order = armed_order(len(arms), spec["repeats"])
     RUN_WINDOWS.clear()
-    for i in armed_order(len(arms), spec["repeats"]):
+    for i in order:
         set_arm(i)
         before, kernels = counters(), sum(compiled_kernels().values())
         seconds = n_tokens * sum(run(slots) for slots in slot_runs) / len(slot_runs)
@@ -585,7 +583,7 @@ def _armed_setting(llm, spec: dict, arms: list, acceptance: str, batch: int,
             "repeat_jit_compiles": [r[2] for r in arm_runs],
             **repeat_speculation([r[1] for r in arm_runs]),
             "workload": spec.get("workload", "closed"),
-            "run_order": armed_order(len(arms), spec["repeats"]),
+            "run_order": order,
         })
         print(f"  {spec['system']}[{label}] {spec['draft']} alpha={acceptance} "
               f"batch={batch}: {rows[-1]['ms_per_token']:.2f} ms/token", flush=True)
@@ -697,7 +695,7 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path,
             "profile_batches": args.profile_batches,
             "profile_acceptance": args.profile_acceptance,
             # in-engine arms (`--arms`): BASS engines only, the others run as they are
-            "arms": parse_arms(args.arms) if args.arms and config.startswith("bass") else []}
+            "arms": args.arms if config.startswith("bass") else []}
     if args.profile_dir:  # vLLM's torch profiler, started around the chosen runs only
         spec["engine"]["profiler_config"] = {
             "profiler": "torch", "torch_profiler_dir": args.profile_dir,
@@ -1081,8 +1079,7 @@ def main() -> None:
                    help="Python stacks in the traces (profile_summary's blocking sites)")
     p.add_argument("--profile-acceptance", default="0.8")
     args = p.parse_args()
-    if args.arms:
-        parse_arms(args.arms)  # a bad --arms fails here, before any engine starts
+    args.arms = parse_arms(args.arms) if args.arms else []  # fails before any engine starts
     args.profile_batches = [int(b) for b in args.profile_batches.split(",") if b]
     args.profile_acceptance = args.profile_acceptance.split(",")
     if args.profile_dir:
