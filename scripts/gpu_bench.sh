@@ -73,6 +73,7 @@
 #   bash scripts/gpu_bench.sh crit4_gap  # session 54: criterion 4 on the floor; the mix gap, traced (x2)
 #   bash scripts/gpu_bench.sh reuse_ab  # session 54: large batches reuse their plan 4 steps, A/B (x2)
 #   bash scripts/gpu_bench.sh arms_reuse  # session 54: the plan-reuse A/B inside one engine (--arms) (x2)
+#   bash scripts/gpu_bench.sh host_profile  # session 55: py-spy of fixed K=1 and the default, the mix at batch 64 / 128 (one GPU; .pyspy)
 #   bash scripts/gpu_bench.sh tests53   # session 53: greedy / seeded / distribution engine tests (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
@@ -781,6 +782,24 @@ PY
       "--drafts 4x1024 --acceptance mix --batches 32,64,128 --systems
       bass_default,bass_fixed1,vllm_k1" \
       "--drafts 8x1024 --acceptance 0.6,mix --batches 64,128 --systems bass_default,vllm_k1" ;;
+  host_profile)  # session 55 (one GPU): where a BASS step's host time goes at batch 64 / 128
+    # (session 54: the runner alone took 4.0-4.6 ms of a 6.7 ms device step at batch 64).
+    # py-spy over fixed K=1, then over the default, the 4x1024 mix, untraced; the raw
+    # recordings come back gzipped (pyspy_summary.py --focus reads them there)
+    SPY=$(pyspy_bin)
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    for sys_ in ${PROFILE_SYSTEMS:-bass_fixed1 bass_default}; do
+      timeout "${SPY_TIMEOUT:-150}" "$SPY" record --nonblocking --subprocesses -r 200 -f raw \
+        -o "$W/pyspy_$sys_.txt" -- python3 benchmarks/e2e/vs_vllm.py --out "$W/spy_$sys_" \
+        --systems "$sys_" --keep-order --drafts 4x1024 --acceptance mix \
+        --batches "${PROFILE_BATCHES:-64,128}" --prompt-len 128 --max-tokens 128 --repeats 3 \
+        --min-timed-seconds 0 --timeout 140 2>&1 | tail -4
+      cleanup
+      python3 benchmarks/e2e/pyspy_phases.py "$W/pyspy_$sys_.txt" --systems "*=$sys_" \
+        --out "$OUT/pyspy_phases_$sys_.json" | head -24
+      gzip -c "$W/pyspy_$sys_.txt" > "$OUT/pyspy_$sys_.txt.gz"
+    done
+    pack host_profile ;;
   tests53)  # session 53: the engine tests on the final policy (the sub-knee token floor):
     # GPU 0 greedy identity, async and sync; GPU 1 the seeded and distribution tests
     VS_TIMEOUT=${VS_TIMEOUT:-480} PAIR0_CMD="env OUT=$W/greedy bash scripts/gpu_tests.sh files
