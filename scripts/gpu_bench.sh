@@ -74,6 +74,7 @@
 #   bash scripts/gpu_bench.sh reuse_ab  # session 54: large batches reuse their plan 4 steps, A/B (x2)
 #   bash scripts/gpu_bench.sh arms_reuse  # session 54: the plan-reuse A/B inside one engine (--arms) (x2)
 #   bash scripts/gpu_bench.sh host_profile  # session 55: py-spy of fixed K=1 and the default, the mix at batch 64 / 128 (one GPU; .pyspy)
+#   bash scripts/gpu_bench.sh arms_mix  # session 55: the default against variants of its policy in one engine, the mix (one GPU)
 #   bash scripts/gpu_bench.sh tests53   # session 53: greedy / seeded / distribution engine tests (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
@@ -800,6 +801,24 @@ PY
       gzip -c "$W/pyspy_$sys_.txt" > "$OUT/pyspy_$sys_.txt.gz"
     done
     pack host_profile ;;
+  arms_mix)  # session 55 (one GPU): the default against variants of its policy inside one
+    # engine, the arms' timed runs interleaved (the one-GPU hosts' repeats scatter 15-25%):
+    # plan reuse off (session 54's open decision), lengths capped at 1 (fixed K=1 ran 4%
+    # faster on the mix at batch 64 / 128 under py-spy, host_profile), and the uniform-plan
+    # margin at 5%; beside fixed K=1, vLLM K=1 and plain as engines of their own
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    ARMS="default:plan_reuse_steps=4,k_max=16,uniform_plan_margin=0.0"
+    ARMS="$ARMS;noreuse:plan_reuse_steps=0,k_max=16,uniform_plan_margin=0.0"
+    ARMS="$ARMS;cap1:plan_reuse_steps=4,k_max=1,uniform_plan_margin=0.0"
+    ARMS="$ARMS;uniform5:plan_reuse_steps=4,k_max=16,uniform_plan_margin=0.05"
+    timeout "${VS_TIMEOUT:-480}" python3 benchmarks/e2e/vs_vllm.py --out "$W/arms_mix" \
+      --systems "${ARMS_SYSTEMS:-bass_default,bass_fixed1,vllm_k1,plain}" --keep-order \
+      --drafts 4x1024 --acceptance mix --batches "${ARMS_BATCHES:-32,64,128}" \
+      --prompt-len 128 --max-tokens 128 --repeats "${ARMS_REPEATS:-5}" \
+      --min-timed-seconds 0 --timeout 200 --arms "${ARMS_SPEC:-$ARMS}" 2>&1 | tail -30
+    cleanup
+    cp "$W/arms_mix.json" "$W/arms_mix.md" "$OUT/" 2>/dev/null
+    pack arms_mix ;;
   tests53)  # session 53: the engine tests on the final policy (the sub-knee token floor):
     # GPU 0 greedy identity, async and sync; GPU 1 the seeded and distribution tests
     VS_TIMEOUT=${VS_TIMEOUT:-480} PAIR0_CMD="env OUT=$W/greedy bash scripts/gpu_tests.sh files

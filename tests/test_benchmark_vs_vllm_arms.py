@@ -118,3 +118,15 @@ def test_a_settings_row_takes_its_best_run_and_the_counters_over_all():
     plain = dict(d, **{"vllm:spec_decode_num_drafts": 0, "steps_on": 0, "steps_off": 0})
     row = vs_vllm.setting_timing(1, "0.8", [0.5], plain, n_tokens=100)
     assert row["mean_draft_length"] is None and row["off_step_fraction"] is None
+
+
+@pytest.mark.cpu
+def test_arms_reach_the_adaptive_bass_engines_only():
+    """A fixed-K BASS policy has no plan attributes (session 55: `arms_reuse` beside fixed
+    K=1 would have failed its row); vLLM and plain run as they are."""
+    arms = vs_vllm.parse_arms("a:plan_reuse_steps=4;b:plan_reuse_steps=0")
+    assert vs_vllm.arms_for("bass_default", arms) == arms
+    assert vs_vllm.arms_for("bass_default@2", arms) == arms
+    assert vs_vllm.arms_for("bass_noreuse", arms) == arms
+    for system in ("bass_fixed1", "bass_fixed3_fa3", "vllm_k1", "plain"):
+        assert vs_vllm.arms_for(system, arms) == [], system

@@ -669,6 +669,16 @@ def engine_system(system: str) -> str:
     return system.split("@", 1)[0]
 
 
+def arms_for(system: str, arms: list) -> list:
+    """In-engine arms (`--arms`) set attributes of BASS's adaptive policy: vLLM's engines,
+    plain decoding and BASS at a fixed K (a policy without them) run as they are."""
+    config = engine_system(system)
+    if not config.startswith("bass") or \
+            EXTRA_SYSTEMS.get(config, {}).get("draft_length_policy") == "fixed":
+        return []
+    return arms
+
+
 def system_timeout(engines_before: int, args) -> float:
     """Seconds an engine may take, start-up included: the call's first engine compiles
     the models that later engines load from torch.compile's cache (~2 minutes on a fresh
@@ -694,8 +704,7 @@ def run_system(system: str, draft: str, folders: dict, args, log_dir: Path,
             "workload": args.workload, "profile_dir": args.profile_dir,
             "profile_batches": args.profile_batches,
             "profile_acceptance": args.profile_acceptance,
-            # in-engine arms (`--arms`): BASS engines only, the others run as they are
-            "arms": args.arms if config.startswith("bass") else []}
+            "arms": arms_for(system, args.arms)}
     if args.profile_dir:  # vLLM's torch profiler, started around the chosen runs only
         spec["engine"]["profiler_config"] = {
             "profiler": "torch", "torch_profiler_dir": args.profile_dir,
