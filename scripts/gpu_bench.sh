@@ -75,6 +75,7 @@
 #   bash scripts/gpu_bench.sh arms_reuse  # session 54: the plan-reuse A/B inside one engine (--arms) (x2)
 #   bash scripts/gpu_bench.sh host_profile  # session 55: py-spy of fixed K=1 and the default, the mix at batch 64 / 128 (one GPU; .pyspy)
 #   bash scripts/gpu_bench.sh arms_mix  # session 55: the default against variants of its policy in one engine, the mix (one GPU)
+#   bash scripts/gpu_bench.sh arms_uniform  # session 55: the 5% uniform-plan margin, held-out settings, in one engine per draft (one GPU)
 #   bash scripts/gpu_bench.sh tests53   # session 53: greedy / seeded / distribution engine tests (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
@@ -819,6 +820,19 @@ PY
     cleanup
     cp "$W/arms_mix.json" "$W/arms_mix.md" "$OUT/" 2>/dev/null
     pack arms_mix ;;
+  arms_uniform)  # session 55 (one GPU): the 5% uniform-plan margin won arms_mix's mix at
+    # batch 32 / 64 / 128 in 12 of 15 interleaved rounds; the held-out check inside one
+    # engine per draft: alpha 0.8 / 0.6 / the mix at batch 1 / 8 / 32 / 64, 4x1024 and 8x1024
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    timeout "${VS_TIMEOUT:-480}" python3 benchmarks/e2e/vs_vllm.py --out "$W/arms_uniform" \
+      --systems bass_default --keep-order --drafts "${ARMS_DRAFTS:-4x1024,8x1024}" \
+      --acceptance "${ARMS_ACCEPTANCE:-0.8,0.6,mix}" --batches "${ARMS_BATCHES:-1,8,32,64}" \
+      --prompt-len 128 --max-tokens 128 --repeats "${ARMS_REPEATS:-4}" \
+      --min-timed-seconds 0 --timeout 220 \
+      --arms "margin0:uniform_plan_margin=0.0;margin5:uniform_plan_margin=0.05" 2>&1 | tail -30
+    cleanup
+    cp "$W/arms_uniform.json" "$W/arms_uniform.md" "$OUT/" 2>/dev/null
+    pack arms_uniform ;;
   tests53)  # session 53: the engine tests on the final policy (the sub-knee token floor):
     # GPU 0 greedy identity, async and sync; GPU 1 the seeded and distribution tests
     VS_TIMEOUT=${VS_TIMEOUT:-480} PAIR0_CMD="env OUT=$W/greedy bash scripts/gpu_tests.sh files

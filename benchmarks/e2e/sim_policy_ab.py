@@ -30,7 +30,9 @@ at X plain steps, 0.12 the default, and its first pass at Y, 0.05), `default`. (
 `oracle` (session 43: the law's own costs in place of the fit), `closedoff` (session 43, not
 adopted: a closed batch's `closed_batch_cap` may turn the batch off too; `closedoffX`,
 session 49: where off is expected X sooner than drafting; the default since with X = 0.1;
-`closedkeep`: the token rate alone turns a batch off, as before), `A+B` (both).
+`closedkeep`: the token rate alone turns a batch off, as before), `uniformX` (session 55:
+one length for all unless the ragged plan promises X more, `uniform_plan_margin`), `A+B`
+(both).
 (Session 43's `unbounded`, against plans held within 2 of the longest draft the cost fit
 was solved with, lives in git history at b708583; not adopted.)
 (Session 43's `freeswitch`, an async off-step that verifies drafts without a draft pass, is
@@ -169,6 +171,9 @@ def _configure_part(variant: str, sched) -> None:
         # X sooner than its best drafting length (the default since: X = 0.1)
         sched.bass_policy.closed_decides_off = True
         sched.bass_policy.closed_off_margin = float(variant[len("closedoff"):] or 0.0)
+    elif variant.startswith("uniform"):  # session 55: one length for all unless the ragged
+        # plan promises X more (BassConfig.uniform_plan_margin; uniform0.05)
+        sched.bass_policy.uniform_plan_margin = float(variant[len("uniform"):])
     elif variant == "closedkeep":  # closed_batch_off_margin None: drafting at all is the
         # token rate's call alone (the default before session 49)
         sched.bass_policy.closed_decides_off = False
