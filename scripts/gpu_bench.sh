@@ -76,6 +76,7 @@
 #   bash scripts/gpu_bench.sh host_profile  # session 55: py-spy of fixed K=1 and the default, the mix at batch 64 / 128 (one GPU; .pyspy)
 #   bash scripts/gpu_bench.sh arms_mix  # session 55: the default against variants of its policy in one engine, the mix (one GPU)
 #   bash scripts/gpu_bench.sh arms_uniform  # session 55: the 5% uniform-plan margin, held-out settings, in one engine per draft (one GPU)
+#   bash scripts/gpu_bench.sh short_graphs  # session 55: the short-query graph experiment, greedy + A/B (one GPU)
 #   bash scripts/gpu_bench.sh tests53   # session 53: greedy / seeded / distribution engine tests (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
@@ -833,6 +834,26 @@ PY
     cleanup
     cp "$W/arms_uniform.json" "$W/arms_uniform.md" "$OUT/" 2>/dev/null
     pack arms_uniform ;;
+  short_graphs)  # session 55's experiment (one GPU): VLLM_BASS_SHORT_QUERY_GRAPHS=1 captures
+    # the mixed graphs of 4-104 tokens a second time, planned for many one-draft requests
+    # (the default's one-draft verifications at batch 16 / 32 ran 0.30 / 0.37 ms a step
+    # slower than fixed K=1's on the device, session 54's runner traces; its graphs there
+    # are planned for a few 9-token verifications: SPLIT / a wide PAD). Async greedy
+    # identity with it, then the A/B beside fixed K=1: the mix at batch 8 / 16 / 32 and
+    # alpha 0.8 at batch 8 (long drafts: the long-query graphs must keep serving them)
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    VLLM_BASS_SHORT_QUERY_GRAPHS=1 OUT="$W/tests" timeout "${TESTS_TIMEOUT:-200}" \
+      bash scripts/gpu_tests.sh files tests/test_engine_greedy_async.py 2>&1 | tail -4
+    cp "$W/tests/gpu_tests_files.txt" "$OUT/gpu_tests_short_graphs.txt" 2>/dev/null
+    timeout "${VS_TIMEOUT:-330}" python3 benchmarks/e2e/vs_vllm.py --out "$W/short_graphs" \
+      --systems "${SHORT_SYSTEMS:-bass_default,bass_short_graphs,bass_fixed1}" --keep-order \
+      --drafts 4x1024 --acceptance mix,0.8 --batches "${SHORT_BATCHES:-8,16,32}" \
+      --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 150 \
+      2>&1 | tail -6
+    grep -h "short-query graphs" "$W"/short_graphs_logs/*.log | head -2
+    cleanup
+    cp "$W/short_graphs.json" "$W/short_graphs.md" "$OUT/" 2>/dev/null
+    pack short_graphs ;;
   tests53)  # session 53: the engine tests on the final policy (the sub-knee token floor):
     # GPU 0 greedy identity, async and sync; GPU 1 the seeded and distribution tests
     VS_TIMEOUT=${VS_TIMEOUT:-480} PAIR0_CMD="env OUT=$W/greedy bash scripts/gpu_tests.sh files

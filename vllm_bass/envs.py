@@ -70,6 +70,12 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
              "an estimate, their mean or the batch moved, as before session 54, not once "
              "every 4 steps while its requests, costs and closed-batch end hold (A/B "
              "measurements)"),
+    "VLLM_BASS_SHORT_QUERY_GRAPHS": (
+        "0", "1 (experiment, session 55; not yet measured on a GPU): where a captured "
+             "mixed-batch graph's attention plan for a few long verifications differs from "
+             "the plan for many one-draft requests (32-104 tokens on a 7B shape), a second "
+             "graph of that size planned for the latter, replayed for batches of more "
+             "requests than the first serves"),
     "VLLM_BASS_KNEE_PRICE": (
         "max", "sum: a verified token past the knee costs the fitted token price plus the "
                "knee's compute price, as before session 32 (A/B measurements); max (the "

@@ -190,6 +190,9 @@ EXTRA_SYSTEMS["bass_fit_step"] = {}
 # a verified token past the knee priced at the fitted price plus the knee price, not the
 # larger of them (VLLM_BASS_KNEE_PRICE=sum, the default before session 32)
 EXTRA_SYSTEMS["bass_knee_sum"] = {}
+# mixed-batch graphs of 4-104 tokens also captured planned for many one-draft requests
+# (VLLM_BASS_SHORT_QUERY_GRAPHS=1, session 55's experiment): the A/B against the default
+EXTRA_SYSTEMS["bass_short_graphs"] = {}
 # our attention's graph binaries compiled as the capture meets them, one at a time
 # (VLLM_BASS_PRECOMPILE_THREADS=0, before session 34), not ahead in parallel: start-up A/B
 EXTRA_SYSTEMS["bass_noprecompile"] = {}
@@ -246,6 +249,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_BASS_KNEE_PRICE": "sum"}
     if system == "bass_noprecompile":
         return {"VLLM_BASS_PRECOMPILE_THREADS": "0"}
+    if system == "bass_short_graphs":
+        return {"VLLM_BASS_SHORT_QUERY_GRAPHS": "1"}
     return {"VLLM_BASS_FIRST_PASS_GRAPHS": "0"} if system.endswith(FIRST_PASS_AB) else {}
 
 

@@ -87,6 +87,33 @@ def test_target_graph_batches_are_vllms_dummy_batches():
     assert plain == [GraphBatch(8, 40, 40, 1, True, False)]
 
 
+def test_target_graph_batches_plan_a_short_query_graph_for_one_draft_requests():
+    """VLLM_BASS_SHORT_QUERY_GRAPHS (session 55): a size with two mixed keys compiles both
+    plans: its long-query key as a verification graph (1 + K tokens a request, the default
+    plan), its mixed key from requests of two tokens, planned for them; the replay launches
+    each as its capture will (a wide PAD and the narrow one at 64 tokens, bound 16)."""
+    import dataclasses
+
+    from vllm_bass.attention.backend import SHORT_QUERY_LEN
+    from vllm_bass.attention.precompile import GraphBatch, replay_launches, target_graph_batches
+
+    short = _key(64, False, 128)
+    long = dataclasses.replace(short, num_reqs=12)
+    runner = _runner([short, long, _key(128, False, 128)], 128, 17)
+    runner.cudagraph_dispatcher.long_query_keys = {64: long}
+    got = target_graph_batches(runner)
+    assert got == [GraphBatch(64, 64, SHORT_QUERY_LEN, 1, True, False,
+                              planned_query_len=SHORT_QUERY_LEN),
+                   GraphBatch(12, 64, 17, 1, True, False),
+                   GraphBatch(128, 128, 17, 1, True, False)]
+    builder = _builder(32, 32, drafts=16, max_model_len=2048)
+    launches = replay_launches(builder, got[:2], torch.zeros(128, 128, dtype=torch.int32),
+                               _kv_cache(32), torch.device("cpu"))
+    attention = [x for x in launches if x.kernel.fn.__name__ in ATTENTION]
+    assert [x.meta["BLOCK_N"] for x in attention] == [64, 128], \
+        "the short-query graph's narrow PAD, the long-query graph's wide one"
+
+
 def test_draft_graph_batches_are_the_drafters_captures():
     from vllm_bass.attention.precompile import GraphBatch, draft_graph_batches
     from vllm_bass.worker.drafter.draft_graphs import DraftStepGraphs

@@ -409,3 +409,73 @@ def test_capture_plans_for_the_batches_the_graph_will_replay(uniform, bound, dum
         assert md.plan.strategy == "split"
         assert md.plan.tiles.block_m == 16  # 16-row tiles for MHA, not 32 for 1 + 16
     assert builder.build(0, cm).plan.any_batch is False  # eager steps: the direct grid
+
+
+@pytest.mark.cpu
+@pytest.mark.gpu
+def test_long_query_batch_limit_splits_the_sizes_where_the_plans_differ(monkeypatch):
+    """Session 55: a 7B layer (32 heads, head 128, bf16) on 132 SMs, max_model_len 2048, a
+    default engine's graphs planned for 1 + 8 tokens a request. At 64 tokens that plan (8
+    requests) is a wide PAD and a batch of 32 one-draft requests wants the narrow one: the
+    split lies between, and past it each batch's own plan is the short one. At 128 tokens
+    one plan serves both; an engine whose verifications are short already has no split."""
+    from vllm_bass.attention.backend import (
+        SHORT_QUERY_LEN,
+        graph_plan_for,
+        long_query_batch_limit,
+    )
+
+    plan_for = graph_plan_for(32, 32, 128, 2, 2048, 132)
+    short = plan_for(32, SHORT_QUERY_LEN)
+    assert plan_for(8, 9) != short and short[0] == "pad"
+    limit = long_query_batch_limit(64, 64, 9, plan_for)
+    assert limit is not None and 8 <= limit < 32
+    assert plan_for(limit + 1, -(-64 // (limit + 1))) == short
+    assert plan_for(limit, -(-64 // limit)) != short
+    assert long_query_batch_limit(128, 128, 9, plan_for) is None
+    assert long_query_batch_limit(64, 64, SHORT_QUERY_LEN, plan_for) is None
+    assert long_query_batch_limit(64, 1, 9, plan_for) is None
+
+    def fake(batch, query_len):  # the short plan from 5 requests on: the limit is 4
+        return "short" if batch >= 5 else "long"
+    assert long_query_batch_limit(20, 20, 9, fake) == 4
+    assert long_query_batch_limit(20, 20, 9, lambda b, q: "long") is None
+
+
+@pytest.mark.cpu
+@pytest.mark.gpu
+def test_a_short_query_graph_is_planned_for_one_draft_requests(monkeypatch):
+    """While the runner captures a size's short-query graph (`planned_query_len` set), the
+    mixed graph's plan is the one for requests of SHORT_QUERY_LEN tokens (batch 32 of 64
+    tokens: the narrow PAD), not the default's few long verifications (a wide PAD)."""
+    from vllm_bass.attention import planned_query_len
+    from vllm_bass.attention.backend import SHORT_QUERY_LEN, graph_plan_for
+    from vllm_bass.kernels import paged_attention as pa
+
+    monkeypatch.setattr(pa, "num_sms", lambda device=None: 132)
+    config = _fake_vllm_config(32, 32)
+    config.model_config.max_model_len = 2048
+    config.speculative_config = SimpleNamespace(num_speculative_tokens=16)
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=32, head_size=128,
+                             dtype=torch.bfloat16)
+    builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"], config, torch.device("cpu"))
+    n = 64
+    starts = torch.arange(n + 1, dtype=torch.int32)
+    cm = CommonAttentionMetadata(
+        query_start_loc=starts, query_start_loc_cpu=starts,
+        seq_lens=torch.ones(n, dtype=torch.int32), num_reqs=n, num_actual_tokens=n,
+        max_query_len=SHORT_QUERY_LEN, max_seq_len=SHORT_QUERY_LEN,
+        block_table_tensor=torch.zeros(n, 128, dtype=torch.int32),
+        slot_mapping=torch.zeros(n, dtype=torch.int64))
+    plan_for = graph_plan_for(32, 32, 128, 2, 2048, 132)
+    default = builder.build_for_cudagraph_capture(cm)
+    assert (default.expected_batch, default.expected_query_len) == (8, 9)
+    token = planned_query_len.set(SHORT_QUERY_LEN)
+    try:
+        short = builder.build_for_cudagraph_capture(cm)
+    finally:
+        planned_query_len.reset(token)
+    assert (short.expected_batch, short.expected_query_len) == (32, SHORT_QUERY_LEN)
+    key = lambda p: (p.strategy, p.num_splits, p.tiles)  # noqa: E731
+    assert key(short.plan) == plan_for(32, SHORT_QUERY_LEN) != key(default.plan)
+    assert planned_query_len.get() == 0

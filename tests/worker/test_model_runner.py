@@ -199,3 +199,100 @@ def test_graph_capture_tells_attention_whether_its_batches_are_uniform(uniform, 
     assert seen == (uniform, mode == CUDAGraphMode.FULL, mode)
     assert capturing_uniform_batch.get() is False and warming_full_graph.get() is False
     assert runner.cudagraph_dispatcher.capturing is None
+
+
+def test_short_query_graphs_split_a_size_by_its_request_count(monkeypatch):
+    """VLLM_BASS_SHORT_QUERY_GRAPHS (session 55): where our attention's plan for a few long
+    verifications differs from the plan for many one-draft requests (64 tokens on a 7B
+    layer), the size gets a second FULL key; a batch of at most its num_reqs requests
+    replays it, a larger one the size's mixed key. Each is captured under its own key from
+    its own dummy batch: the long one from requests of 1 + K tokens, the short one from
+    requests of two tokens with the attention planned for them. Sizes whose plans agree
+    (128 tokens) keep one graph; without the variable nothing changes."""
+    from types import SimpleNamespace
+
+    from vllm.config import CompilationConfig, CUDAGraphMode, VllmConfig
+    from vllm.v1.cudagraph_dispatcher import CudagraphDispatcher
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    from vllm_bass.attention import planned_query_len
+    from vllm_bass.attention.backend import BassAttentionBackend
+    from vllm_bass.kernels import paged_attention as pa
+    from vllm_bass.worker.cuda_graphs import add_full_graphs_for_mixed_batches
+    from vllm_bass.worker.model_runner import bass_runner_class
+
+    monkeypatch.setattr(pa, "num_sms", lambda device=None: 132)
+    full = CUDAGraphMode.FULL
+
+    def stand_in():
+        vllm_config = VllmConfig(compilation_config=CompilationConfig())
+        cc = vllm_config.compilation_config
+        cc.cudagraph_capture_sizes, cc.max_cudagraph_capture_size = [8, 16, 32, 64, 128], 128
+        dispatcher = CudagraphDispatcher(vllm_config)
+        dispatcher.initialize_cudagraph_keys(CUDAGraphMode.FULL_AND_PIECEWISE, 1)
+        config = SimpleNamespace(
+            speculative_config=SimpleNamespace(num_speculative_tokens=16),
+            scheduler_config=SimpleNamespace(max_num_seqs=128),
+            model_config=SimpleNamespace(get_num_attention_heads=lambda parallel: 32,
+                                         max_model_len=2048),
+            parallel_config=SimpleNamespace())
+        return SimpleNamespace(cudagraph_dispatcher=dispatcher, vllm_config=config,
+                               compilation_config=cc, lora_config=None, device=None)
+
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=32, head_size=128,
+                             dtype=torch.bfloat16)
+    groups = [SimpleNamespace(kv_cache_spec=spec)]
+    monkeypatch.delenv("VLLM_BASS_SHORT_QUERY_GRAPHS", raising=False)
+    plain = stand_in()
+    assert add_full_graphs_for_mixed_batches(plain, [{BassAttentionBackend}], groups)
+    assert not plain.cudagraph_dispatcher.long_query_keys
+    monkeypatch.setenv("VLLM_BASS_SHORT_QUERY_GRAPHS", "1")
+    runner_in = stand_in()
+    assert add_full_graphs_for_mixed_batches(runner_in, [{BassAttentionBackend}], groups)
+    d = runner_in.cudagraph_dispatcher
+    assert 64 in d.long_query_keys and 128 not in d.long_query_keys
+    long = d.long_query_keys[64]
+    short = d._create_padded_batch_descriptor(64, False, False, 0)
+    assert long in d.cudagraph_keys[full] and short in d.cudagraph_keys[full]
+    assert long.num_tokens == 64 and 8 <= long.num_reqs < 32 < short.num_reqs
+    d.batch_max_query_len = 2
+    for reqs, expected in ((32, short), (long.num_reqs + 1, short), (long.num_reqs, long),
+                           (4, long)):
+        d.batch_num_reqs = reqs
+        assert d.dispatch(64, False) == (full, expected), reqs
+    d.batch_num_reqs = None  # a batch not described: the size's mixed key, as before
+    assert d.dispatch(64, False) == (full, short)
+    d.batch_num_reqs = 100
+    assert d.dispatch(128, False)[1] == d._create_padded_batch_descriptor(128, False, False, 0)
+
+    seen = []
+
+    class _Runner:
+        uniform_decode_query_len = 1
+
+        def _determine_batch_execution_and_padding(self, num_tokens, num_reqs, sched,
+                                                   max_num_scheduled_tokens, *args,
+                                                   force_eager=False,
+                                                   force_uniform_decode=None, **kwargs):
+            return self.cudagraph_dispatcher.dispatch(
+                num_tokens, bool(force_uniform_decode),
+                valid_modes={CUDAGraphMode.NONE} if force_eager else None)
+
+        def _warmup_and_capture(self, desc, cudagraph_runtime_mode, *args, **kwargs):
+            q = self.uniform_decode_query_len
+            cap = self._determine_batch_execution_and_padding(
+                desc.num_tokens, -(-desc.num_tokens // q), None, q, False,
+                force_uniform_decode=desc.uniform)
+            seen.append((q, cap, planned_query_len.get()))
+
+    runner = bass_runner_class(_Runner)()
+    runner.cudagraph_dispatcher = d
+    runner._warmup_and_capture(long, full)
+    assert seen[-1] == (17, (full, long), 0)
+    runner._warmup_and_capture(short, full)
+    assert seen[-1] == (2, (full, short), 2)
+    big = d._create_padded_batch_descriptor(128, False, False, 0)
+    runner._warmup_and_capture(big, full)
+    assert seen[-1] == (17, (full, big), 0)
+    assert d.capturing_descriptor is None and not d.capturing_verification
+    assert runner.uniform_decode_query_len == 1 and planned_query_len.get() == 0

@@ -27,6 +27,14 @@ warming_full_graph: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "bass_warming_full_graph", default=False)
 
 
+# The query length a FULL mixed-batch graph being captured is planned for (0: the builder's
+# expected verification, 1 + min(K, PLANNED_DRAFTS)). Set to SHORT_QUERY_LEN while the BASS
+# runner captures a graph of the short-query family (`worker.cuda_graphs`, session 55): its
+# batches hold many requests of one token and one draft.
+planned_query_len: contextvars.ContextVar[int] = contextvars.ContextVar(
+    "bass_planned_query_len", default=0)
+
+
 def register_bass_attention_backend() -> bool:
     """Point vLLM's CUSTOM attention backend at ours. Returns False (and does
     nothing) when vLLM is not importable."""
@@ -38,5 +46,5 @@ def register_bass_attention_backend() -> bool:
     return True
 
 
-__all__ = ["BACKEND_CLASS_PATH", "capturing_uniform_batch", "register_bass_attention_backend",
-           "warming_full_graph"]
+__all__ = ["BACKEND_CLASS_PATH", "capturing_uniform_batch", "planned_query_len",
+           "register_bass_attention_backend", "warming_full_graph"]

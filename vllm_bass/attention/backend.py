@@ -216,6 +216,57 @@ class BassAttentionMetadata:
 # (planned exactly) or a SPLIT plan of fewer splits serves them.
 PLANNED_DRAFTS = 8
 
+# A short-query request: one token and one draft (session 55). Where a mixed graph's plan for
+# a few verifications of 1 + PLANNED_DRAFTS tokens differs from the plan for many requests of
+# this length, the BASS runner can capture a second graph of the same size planned for the
+# latter (`worker.cuda_graphs`, VLLM_BASS_SHORT_QUERY_GRAPHS): at 32-104 tokens the first is
+# a SPLIT or a wide PAD, the second the narrow PAD that a K=1 engine's graphs get, and the
+# default's one-draft verifications at batch 16 / 32 ran 0.30 / 0.37 ms a step slower on the
+# H200 than fixed K=1's (session 54's runner traces).
+SHORT_QUERY_LEN = 2
+
+
+def expected_verification_query_len(vllm_config) -> int:
+    """What a verification's requests usually bring (1 + drafts, at most PLANNED_DRAFTS of
+    them): the query length captured mixed graphs are planned for."""
+    spec = getattr(vllm_config, "speculative_config", None)
+    return 1 + min(getattr(spec, "num_speculative_tokens", None) or 0, PLANNED_DRAFTS)
+
+
+def long_query_batch_limit(tokens: int, max_reqs: int, expected_query_len: int,
+                           plan_for) -> int | None:
+    """The most requests a batch of `tokens` tokens may hold and still replay the graph
+    planned for requests of `expected_query_len` tokens, where the plan for requests of
+    SHORT_QUERY_LEN tokens differs; batches of more requests replay the short-query graph.
+    None: one plan serves every batch of this size (or no batch size picks the short plan).
+    `plan_for(batch, query_len)`: the plan (its strategy, splits and tiles) a captured graph
+    gets for that many requests of that query length. The limit is one below the fewest
+    requests whose own plan (the plan for exactly that batch shape) is the short one."""
+    if expected_query_len <= SHORT_QUERY_LEN or max_reqs < 2:
+        return None
+    fewest = min(max_reqs, -(-tokens // expected_query_len))
+    short = plan_for(min(max_reqs, -(-tokens // SHORT_QUERY_LEN)), SHORT_QUERY_LEN)
+    if plan_for(fewest, expected_query_len) == short:
+        return None
+    for reqs in range(fewest + 1, min(max_reqs, tokens) + 1):
+        if plan_for(reqs, -(-tokens // reqs)) == short:
+            return reqs - 1
+    return None
+
+
+def graph_plan_for(num_heads: int, num_kv_heads: int, head_size: int, elem_size: int,
+                   plan_seq_len: int, sms: int):
+    """`long_query_batch_limit`'s `plan_for` for layers of this shape: the plan
+    `build_for_cudagraph_capture` makes (any batch, contexts up to `plan_seq_len`)."""
+    paged_attention, _ = _kernels()
+
+    def plan_for(batch: int, query_len: int):
+        plan = paged_attention.choose_plan(batch, num_heads, num_kv_heads, head_size,
+                                           query_len, plan_seq_len, sms,
+                                           elem_size=elem_size, any_batch=True)
+        return plan.strategy, plan.num_splits, plan.tiles
+    return plan_for
+
 
 class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadata]):
     # Full CUDA graphs for any batch (plain decoding, BASS off-steps, ragged verification):
@@ -255,9 +306,7 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
         # what a verification step's requests usually bring (1 + drafts, at most
         # PLANNED_DRAFTS of them); steers the plans of captured mixed graphs, which serve
         # any query lengths
-        spec = getattr(vllm_config, "speculative_config", None)
-        self.expected_query_len = 1 + min(getattr(spec, "num_speculative_tokens", None) or 0,
-                                          PLANNED_DRAFTS)
+        self.expected_query_len = expected_verification_query_len(vllm_config)
         self._sms: int | None = None
         # plans (and SPLIT workspaces) baked into captured CUDA graphs: kept alive here
         self._captured_plans: list[dict] = []
@@ -276,13 +325,13 @@ class BassAttentionMetadataBuilder(AttentionMetadataBuilder[BassAttentionMetadat
 
     def _build_as_captured(self, cm: CommonAttentionMetadata) -> BassAttentionMetadata:
         """`build_for_cudagraph_capture`'s plans, kept by no graph."""
-        from vllm_bass.attention import capturing_uniform_batch
+        from vllm_bass.attention import capturing_uniform_batch, planned_query_len
 
         if capturing_uniform_batch.get():
             query_len, batch = cm.max_query_len, cm.num_reqs
         else:  # vLLM's and our dummy batches hold longer queries than verifications bring
-            query_len = (self.expected_query_len if self.expected_query_len > 1
-                         else cm.max_query_len)
+            query_len = planned_query_len.get() or (
+                self.expected_query_len if self.expected_query_len > 1 else cm.max_query_len)
             batch = min(cm.num_reqs, -(-cm.num_actual_tokens // query_len))
         return self.build(0, cm, plan_seq_len=self.max_model_len, any_batch=True,
                           expected_batch=batch, expected_query_len=query_len)

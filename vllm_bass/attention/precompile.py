@@ -53,6 +53,7 @@ class GraphBatch:
     for_capture: bool
     uniform: bool = False  # `capturing_uniform_batch` while it is built
     eager: bool = False  # built by `build` (a step outside the graphs: its own plan)
+    planned_query_len: int = 0  # `attention.planned_query_len` while it is built
 
 
 # Candidate eager steps (`eager_batches`): requests, query lengths (the tiles follow the
@@ -74,16 +75,23 @@ def target_graph_batches(runner) -> list[GraphBatch]:
     keys = getattr(dispatcher, "cudagraph_keys", {}).get(CUDAGraphMode.FULL, ())
     max_num_seqs = runner.scheduler_config.max_num_seqs
     verification_len = getattr(dispatcher, "full_max_query_len", None)
+    long_keys = getattr(dispatcher, "long_query_keys", None) or {}
     batches = []
     for desc in keys:
         tokens = desc.num_tokens
+        planned = 0
         if desc.uniform:
             query_len = runner.uniform_decode_query_len
+        elif long_keys.get(tokens) not in (None, desc):  # a short-query graph
+            from vllm_bass.attention.backend import SHORT_QUERY_LEN
+
+            query_len = planned = SHORT_QUERY_LEN
         else:
             query_len = verification_len or tokens
         reqs = desc.num_reqs if desc.num_reqs is not None else min(
             tokens // query_len if desc.uniform else tokens, max_num_seqs)
-        batches.append(GraphBatch(reqs, tokens, query_len, 1, True, bool(desc.uniform)))
+        batches.append(GraphBatch(reqs, tokens, query_len, 1, True, bool(desc.uniform),
+                                  planned_query_len=planned))
     return batches
 
 
@@ -137,7 +145,7 @@ def replay_launches(builder, batches: list[GraphBatch], block_table: torch.Tenso
     layer's forward does (`_ours`), after its KV-cache write. `block_table` and `kv_cache`
     (one layer's) are the ones the graphs read: their strides are specialised on; q is a
     slice of a packed QKV row, as a model's is."""
-    from vllm_bass.attention import capturing_uniform_batch
+    from vllm_bass.attention import capturing_uniform_batch, planned_query_len
     from vllm_bass.attention.backend import BassAttentionImpl
     from vllm_bass.kernels import paged_attention
 
@@ -172,6 +180,7 @@ def replay_launches(builder, batches: list[GraphBatch], block_table: torch.Tenso
                     block_table_tensor=block_table[:b.num_reqs],
                     slot_mapping=slot_mapping[:b.num_tokens])
                 token = capturing_uniform_batch.set(b.uniform)
+                planned = planned_query_len.set(b.planned_query_len)
                 try:
                     if b.eager:
                         md = builder.build(0, cm)
@@ -182,6 +191,7 @@ def replay_launches(builder, batches: list[GraphBatch], block_table: torch.Tenso
                                                         draft_index=1)
                 finally:
                     capturing_uniform_batch.reset(token)
+                    planned_query_len.reset(planned)
                 impl._ours(qkv[:, :q_width], key_cache, value_cache, out[:b.num_tokens], md)
             launches = list(recorded)
     finally:

@@ -170,6 +170,17 @@ _FIXED: tuple[Surface, ...] = (
             "vllm_bass.worker.cuda_graphs",
             "a FULL mixed graph is being captured from a verification-shaped dummy batch",
             "vLLM captures spec-decode-shaped mixed graphs"),
+    Surface(f"{DISPATCHER}.capturing_descriptor", "attached",
+            "vllm_bass.worker.cuda_graphs",
+            "the key a FULL mixed graph being captured is filed under (two keys a size under "
+            "VLLM_BASS_SHORT_QUERY_GRAPHS)", "vLLM captures spec-decode-shaped mixed graphs"),
+    Surface(f"{DISPATCHER}.long_query_keys", "attached", "vllm_bass.worker.cuda_graphs",
+            "VLLM_BASS_SHORT_QUERY_GRAPHS: each size's graph planned for a few long "
+            "verifications, and the most requests it serves",
+            "vLLM keys mixed graphs by request count"),
+    Surface(f"{DISPATCHER}.batch_num_reqs", "attached", "vllm_bass.worker.cuda_graphs",
+            "the dispatched batch's request count (set by the runner per batch)",
+            "vLLM passes num_reqs to dispatch"),
     Surface(f"{DISPATCHER}.cudagraph_keys", "private", "vllm_bass.worker.cuda_graphs",
             "is the mixed FULL key of this size captured", UPSTREAM),
     Surface(f"{SAMPLER}.__init__", "override", "vllm_bass.worker.sampler",

@@ -52,6 +52,14 @@ class BassCudagraphDispatcher:
     # capturing a FULL mixed-batch graph from a verification-shaped dummy batch, which
     # vLLM's dummy run builds as a uniform one (model_runner._warmup_and_capture)
     capturing_verification: bool = False
+    # ... under this key (None: the size's mixed key)
+    capturing_descriptor: Any = None
+    # VLLM_BASS_SHORT_QUERY_GRAPHS: by token count, the key of the graph planned for a few
+    # long verifications, whose num_reqs is the most requests it serves; the size's mixed
+    # key is then planned for many short-query requests (`add_short_query_graphs`)
+    long_query_keys: dict | None = None
+    # the dispatched batch's request count (the runner sets it; None: unknown)
+    batch_num_reqs: int | None = None
 
     def dispatch(self, num_tokens, uniform_decode=False, has_lora=False, num_active_loras=0,
                  valid_modes=None, invalid_modes=None):
@@ -62,8 +70,8 @@ class BassCudagraphDispatcher:
             invalid_modes = set(invalid_modes or ()) | {full}
         elif (self.capturing_verification and (valid_modes is None or full in valid_modes)
               and not (invalid_modes and full in invalid_modes)):
-            descriptor = self._create_padded_batch_descriptor(num_tokens, False, has_lora,
-                                                              num_active_loras)
+            descriptor = self.capturing_descriptor or self._create_padded_batch_descriptor(
+                num_tokens, False, has_lora, num_active_loras)
             if descriptor in self.cudagraph_keys[full]:
                 self.last_mode = full
                 return full, descriptor
@@ -73,6 +81,11 @@ class BassCudagraphDispatcher:
             invalid_modes = set(invalid_modes or ()) | {full}
         mode, descriptor = super().dispatch(num_tokens, uniform_decode, has_lora,
                                             num_active_loras, valid_modes, invalid_modes)
+        if mode == full and not descriptor.uniform and self.long_query_keys:
+            long = self.long_query_keys.get(descriptor.num_tokens)
+            if (long is not None and self.batch_num_reqs is not None
+                    and self.batch_num_reqs <= long.num_reqs):
+                descriptor = long  # a few long verifications: the graph planned for them
         self.last_mode = mode
         return mode, descriptor
 
@@ -132,4 +145,64 @@ def add_full_graphs_for_mixed_batches(runner, attention_backends, kv_cache_group
         dispatcher.add_cudagraph_key(
             CUDAGraphMode.FULL,
             dispatcher._create_padded_batch_descriptor(size, False, False, 0))
+    from vllm_bass import envs
+
+    if envs.flag("VLLM_BASS_SHORT_QUERY_GRAPHS"):
+        add_short_query_graphs(runner, attention_backends, kv_cache_groups)
     return True
+
+
+def add_short_query_graphs(runner, attention_backends, kv_cache_groups) -> int:
+    """VLLM_BASS_SHORT_QUERY_GRAPHS (session 55, not yet measured on a GPU): a mixed graph's
+    attention is planned for a few verifications of 1 + PLANNED_DRAFTS tokens (its requests
+    are unknown at capture), which at 4-104 tokens is a SPLIT or a wide PAD; a batch of many
+    one-draft requests of the same size (batch 16 / 32 at K=1) wants the narrow PAD. Where
+    the two plans differ, the size gets a second FULL key (its num_reqs: the most requests
+    the long-query plan serves, `attention.backend.long_query_batch_limit`) captured as
+    today, and the size's mixed key is captured planned for requests of SHORT_QUERY_LEN
+    tokens; the dispatcher replays the first for batches of at most that many requests.
+    Only where every attention layer of the target is ours (one KV-cache group). Returns the
+    keys added."""
+    import dataclasses
+
+    from vllm.config import CUDAGraphMode
+
+    from vllm_bass.attention.backend import (
+        BassAttentionBackend,
+        expected_verification_query_len,
+        graph_plan_for,
+        long_query_batch_limit,
+    )
+    from vllm_bass.kernels.paged_attention import num_sms
+
+    if len(kv_cache_groups) != 1 or not all(
+            issubclass(b, BassAttentionBackend) for backends in attention_backends
+            for b in backends):
+        return 0
+    spec = kv_cache_groups[0].kv_cache_spec
+    config = runner.vllm_config
+    heads = config.model_config.get_num_attention_heads(config.parallel_config)
+    plan_for = graph_plan_for(heads, spec.num_kv_heads, spec.head_size, spec.dtype.itemsize,
+                              config.model_config.max_model_len,
+                              num_sms(getattr(runner, "device", None)))
+    expected = expected_verification_query_len(config)
+    dispatcher = runner.cudagraph_dispatcher
+    full = CUDAGraphMode.FULL
+    long_keys = {}
+    for desc in list(dispatcher.cudagraph_keys[full]):
+        if desc.uniform or desc.num_reqs is None:
+            continue
+        limit = long_query_batch_limit(desc.num_tokens, desc.num_reqs, expected, plan_for)
+        if limit is not None and limit < desc.num_reqs:
+            long_keys[desc.num_tokens] = dataclasses.replace(desc, num_reqs=limit)
+    for key in long_keys.values():
+        dispatcher.add_cudagraph_key(full, key)
+    dispatcher.long_query_keys = long_keys
+    if long_keys:
+        import logging
+
+        logging.getLogger("vllm.bass").info(
+            "vllm-bass: short-query graphs: %d mixed sizes also captured for one-draft "
+            "requests; the long-query graph serves at most {tokens: requests} %s",
+            len(long_keys), {t: k.num_reqs for t, k in sorted(long_keys.items())})
+    return len(long_keys)

@@ -147,7 +147,11 @@ class BassModelRunnerMixin:
         batch with that query length) instead of one query as long as the batch. A FULL
         graph's eager warm-up run plans its attention as the capture does
         (`attention.warming_full_graph`)."""
-        from vllm_bass.attention import capturing_uniform_batch, warming_full_graph
+        from vllm_bass.attention import (
+            capturing_uniform_batch,
+            planned_query_len,
+            warming_full_graph,
+        )
 
         dispatcher = self.cudagraph_dispatcher
         dispatcher.capturing = cudagraph_runtime_mode  # see cuda_graphs.BassCudagraphDispatcher
@@ -157,10 +161,20 @@ class BassModelRunnerMixin:
         query_len = getattr(dispatcher, "full_max_query_len", None)
         verification = bool(query_len and not getattr(desc, "uniform", False) and full)
         saved_query_len = getattr(self, "uniform_decode_query_len", None)
+        planned = None
         if verification:
             import dataclasses
 
+            from vllm_bass.attention.backend import SHORT_QUERY_LEN
+
+            long_keys = getattr(dispatcher, "long_query_keys", None) or {}
+            if long_keys.get(desc.num_tokens) not in (None, desc):
+                # the size's short-query graph (`cuda_graphs.add_short_query_graphs`): a
+                # dummy batch of one-draft requests, planned for them
+                query_len = SHORT_QUERY_LEN
+                planned = planned_query_len.set(SHORT_QUERY_LEN)
             dispatcher.capturing_verification = True
+            dispatcher.capturing_descriptor = desc  # the key the capture is filed under
             self.uniform_decode_query_len = query_len  # read by the dummy run only
             desc = dataclasses.replace(desc, uniform=True)
         try:
@@ -169,19 +183,24 @@ class BassModelRunnerMixin:
             dispatcher.capturing = None
             capturing_uniform_batch.reset(uniform)
             warming_full_graph.reset(warming)
+            if planned is not None:
+                planned_query_len.reset(planned)
             if verification:
                 dispatcher.capturing_verification = False
+                dispatcher.capturing_descriptor = None
                 self.uniform_decode_query_len = saved_query_len
 
     def _determine_batch_execution_and_padding(self, num_tokens, num_reqs,
                                                num_scheduled_tokens_np,
                                                max_num_scheduled_tokens, *args, **kwargs):
-        """vLLM's choice of graph, told the batch's longest request: BASS's FULL mixed-batch
-        graphs serve only requests of at most 1 + K tokens (`cuda_graphs`)."""
+        """vLLM's choice of graph, told the batch's longest request (BASS's FULL mixed-batch
+        graphs serve only requests of at most 1 + K tokens) and its request count (which of
+        a size's two graphs under VLLM_BASS_SHORT_QUERY_GRAPHS: `cuda_graphs`)."""
         dispatcher = getattr(self, "cudagraph_dispatcher", None)
         ours = isinstance(dispatcher, BassCudagraphDispatcher)
         if ours:
             dispatcher.batch_max_query_len = int(max_num_scheduled_tokens)
+            dispatcher.batch_num_reqs = int(num_reqs)
         try:
             return super()._determine_batch_execution_and_padding(
                 num_tokens, num_reqs, num_scheduled_tokens_np, max_num_scheduled_tokens,
@@ -189,6 +208,7 @@ class BassModelRunnerMixin:
         finally:
             if ours:
                 dispatcher.batch_max_query_len = None
+                dispatcher.batch_num_reqs = None
 
     def capture_model(self) -> int:
         """vLLM's graphs, then the drafter's one-token steps (`draft_graphs`) for every
