@@ -366,6 +366,26 @@ def test_captured_metadata_serves_any_batch(device, strategy, replay, monkeypatc
     assert_close(output[:real].view(real, heads, hd), ref, dtype, f"replayed {strategy} launch")
 
 
+def _dummy_capture_batch(bound: int, n: int, dummy_query_len: int, max_model_len: int = 4096):
+    """A 7B layer's builder (32 heads, head 128, bf16) of an engine with draft bound `bound`,
+    and the metadata of a graph capture's dummy batch: `n` tokens in requests of
+    `dummy_query_len`."""
+    config = _fake_vllm_config(32, 32)
+    config.model_config.max_model_len = max_model_len
+    config.speculative_config = SimpleNamespace(num_speculative_tokens=bound)
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=32, head_size=128,
+                             dtype=torch.bfloat16)
+    builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"], config, torch.device("cpu"))
+    starts = torch.clamp(torch.arange(n + 1, dtype=torch.int32) * dummy_query_len, max=n)
+    cm = CommonAttentionMetadata(
+        query_start_loc=starts, query_start_loc_cpu=starts,
+        seq_lens=torch.ones(n, dtype=torch.int32), num_reqs=n, num_actual_tokens=n,
+        max_query_len=dummy_query_len, max_seq_len=dummy_query_len,
+        block_table_tensor=torch.zeros(n, 256, dtype=torch.int32),
+        slot_mapping=torch.zeros(n, dtype=torch.int64))
+    return builder, cm
+
+
 @pytest.mark.cpu
 @pytest.mark.gpu
 @pytest.mark.parametrize("uniform,bound,dummy_query_len", [
@@ -380,20 +400,8 @@ def test_capture_plans_for_the_batches_the_graph_will_replay(uniform, bound, dum
     from vllm_bass.kernels import paged_attention as pa
 
     monkeypatch.setattr(pa, "num_sms", lambda device=None: 132)
-    heads = kv_heads = 32
-    config = _fake_vllm_config(heads, kv_heads)
-    config.speculative_config = SimpleNamespace(num_speculative_tokens=bound)
-    spec = FullAttentionSpec(block_size=16, num_kv_heads=kv_heads, head_size=128,
-                             dtype=torch.bfloat16)
-    builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"], config, torch.device("cpu"))
     n = 32
-    starts = torch.clamp(torch.arange(n + 1, dtype=torch.int32) * dummy_query_len, max=n)
-    cm = CommonAttentionMetadata(
-        query_start_loc=starts, query_start_loc_cpu=starts,
-        seq_lens=torch.ones(n, dtype=torch.int32), num_reqs=n, num_actual_tokens=n,
-        max_query_len=dummy_query_len, max_seq_len=dummy_query_len,
-        block_table_tensor=torch.zeros(n, 256, dtype=torch.int32),
-        slot_mapping=torch.zeros(n, dtype=torch.int64))
+    builder, cm = _dummy_capture_batch(bound, n, dummy_query_len)
     token = capturing_uniform_batch.set(uniform)
     try:
         md = builder.build_for_cudagraph_capture(cm)
@@ -453,20 +461,7 @@ def test_a_short_query_graph_is_planned_for_one_draft_requests(monkeypatch):
     from vllm_bass.kernels import paged_attention as pa
 
     monkeypatch.setattr(pa, "num_sms", lambda device=None: 132)
-    config = _fake_vllm_config(32, 32)
-    config.model_config.max_model_len = 2048
-    config.speculative_config = SimpleNamespace(num_speculative_tokens=16)
-    spec = FullAttentionSpec(block_size=16, num_kv_heads=32, head_size=128,
-                             dtype=torch.bfloat16)
-    builder = BassAttentionMetadataBuilder(spec, ["layers.0.attn"], config, torch.device("cpu"))
-    n = 64
-    starts = torch.arange(n + 1, dtype=torch.int32)
-    cm = CommonAttentionMetadata(
-        query_start_loc=starts, query_start_loc_cpu=starts,
-        seq_lens=torch.ones(n, dtype=torch.int32), num_reqs=n, num_actual_tokens=n,
-        max_query_len=SHORT_QUERY_LEN, max_seq_len=SHORT_QUERY_LEN,
-        block_table_tensor=torch.zeros(n, 128, dtype=torch.int32),
-        slot_mapping=torch.zeros(n, dtype=torch.int64))
+    builder, cm = _dummy_capture_batch(16, 64, SHORT_QUERY_LEN, max_model_len=2048)
     plan_for = graph_plan_for(32, 32, 128, 2, 2048, 132)
     default = builder.build_for_cudagraph_capture(cm)
     assert (default.expected_batch, default.expected_query_len) == (8, 9)

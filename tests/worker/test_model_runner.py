@@ -37,9 +37,10 @@ class _Backend:
         return _Builder
 
 
-def _runner_with_dispatcher(num_speculative_tokens=3, max_num_seqs=4):
+def _runner_with_dispatcher(num_speculative_tokens=3, max_num_seqs=4,
+                            capture_sizes=(1, 2, 4, 8, 16), **config_fields):
     """A runner stand-in with vLLM's real dispatcher (capture sizes 1-16) and the config
-    fields the FULL-key setup reads."""
+    fields the FULL-key setup reads (`config_fields`: more of them)."""
     from types import SimpleNamespace
 
     from vllm.config import CompilationConfig, CUDAGraphMode, VllmConfig
@@ -47,14 +48,52 @@ def _runner_with_dispatcher(num_speculative_tokens=3, max_num_seqs=4):
 
     vllm_config = VllmConfig(compilation_config=CompilationConfig())
     cc = vllm_config.compilation_config
-    cc.cudagraph_capture_sizes, cc.max_cudagraph_capture_size = [1, 2, 4, 8, 16], 16
+    cc.cudagraph_capture_sizes = list(capture_sizes)
+    cc.max_cudagraph_capture_size = max(capture_sizes)
     dispatcher = CudagraphDispatcher(vllm_config)
     dispatcher.initialize_cudagraph_keys(CUDAGraphMode.FULL_AND_PIECEWISE, 1)
     config = SimpleNamespace(
         speculative_config=SimpleNamespace(num_speculative_tokens=num_speculative_tokens),
-        scheduler_config=SimpleNamespace(max_num_seqs=max_num_seqs))
+        scheduler_config=SimpleNamespace(max_num_seqs=max_num_seqs), **config_fields)
     return SimpleNamespace(cudagraph_dispatcher=dispatcher, vllm_config=config,
-                           compilation_config=cc, lora_config=None)
+                           compilation_config=cc, lora_config=None, device=None)
+
+
+def _capturing_runner(dispatcher, seen: list):
+    """A BASS runner over a stand-in of vLLM's whose capture runs vLLM's dummy batch (a
+    uniform batch of uniform_decode_query_len-token requests) through the dispatcher twice,
+    the eager warm-up then the capture, recording (query length, warm-up mode, the capture's
+    (mode, key), `capturing_uniform_batch`, `planned_query_len`)."""
+    from vllm.config import CUDAGraphMode
+
+    from vllm_bass.attention import capturing_uniform_batch, planned_query_len
+    from vllm_bass.worker.model_runner import bass_runner_class
+
+    class _Runner:
+        uniform_decode_query_len = 1
+
+        def _determine_batch_execution_and_padding(self, num_tokens, num_reqs, sched,
+                                                   max_num_scheduled_tokens, *args,
+                                                   force_eager=False,
+                                                   force_uniform_decode=None, **kwargs):
+            return self.cudagraph_dispatcher.dispatch(
+                num_tokens, bool(force_uniform_decode),
+                valid_modes={CUDAGraphMode.NONE} if force_eager else None)
+
+        def _warmup_and_capture(self, desc, cudagraph_runtime_mode, *args, **kwargs):
+            q = self.uniform_decode_query_len if desc.uniform else desc.num_tokens
+            reqs = -(-desc.num_tokens // q)
+            warm = self._determine_batch_execution_and_padding(
+                desc.num_tokens, reqs, None, q, False, force_eager=True,
+                force_uniform_decode=desc.uniform)
+            cap = self._determine_batch_execution_and_padding(
+                desc.num_tokens, reqs, None, q, False, force_uniform_decode=desc.uniform)
+            seen.append((q, warm[0], cap, capturing_uniform_batch.get(),
+                         planned_query_len.get()))
+
+    runner = bass_runner_class(_Runner)()
+    runner.cudagraph_dispatcher = dispatcher
+    return runner
 
 
 @pytest.mark.parametrize("support", ["ALWAYS", "UNIFORM_BATCH"])
@@ -125,52 +164,25 @@ def test_verification_graphs_are_captured_from_verification_shaped_batches():
     from vllm.config import CUDAGraphMode
     from vllm.v1.attention.backend import AttentionCGSupport
 
-    from vllm_bass.attention import capturing_uniform_batch
     from vllm_bass.worker.cuda_graphs import add_full_graphs_for_mixed_batches
-    from vllm_bass.worker.model_runner import bass_runner_class
 
     _Builder.support = AttentionCGSupport.ALWAYS
     stand_in = _runner_with_dispatcher()
     assert add_full_graphs_for_mixed_batches(
         stand_in, [{_Backend}], [SimpleNamespace(kv_cache_spec=None)])
     seen = []
-
-    class _Runner:
-        uniform_decode_query_len = 1
-
-        def _determine_batch_execution_and_padding(self, num_tokens, num_reqs, sched,
-                                                   max_num_scheduled_tokens, *args,
-                                                   force_eager=False,
-                                                   force_uniform_decode=None, **kwargs):
-            mode, desc = self.cudagraph_dispatcher.dispatch(
-                num_tokens, bool(force_uniform_decode),
-                valid_modes={CUDAGraphMode.NONE} if force_eager else None)
-            return mode, desc
-
-        def _warmup_and_capture(self, desc, cudagraph_runtime_mode, *args, **kwargs):
-            # vLLM's dummy run: a uniform batch of uniform_decode_query_len-token requests
-            q = self.uniform_decode_query_len if desc.uniform else desc.num_tokens
-            warm = self._determine_batch_execution_and_padding(
-                desc.num_tokens, -(-desc.num_tokens // q), None, q, False, force_eager=True,
-                force_uniform_decode=desc.uniform)
-            cap = self._determine_batch_execution_and_padding(
-                desc.num_tokens, -(-desc.num_tokens // q), None, q, False,
-                force_uniform_decode=desc.uniform)
-            seen.append((q, warm[0], cap, capturing_uniform_batch.get()))
-
-    runner = bass_runner_class(_Runner)()
-    runner.cudagraph_dispatcher = stand_in.cudagraph_dispatcher
+    runner = _capturing_runner(stand_in.cudagraph_dispatcher, seen)
     d = runner.cudagraph_dispatcher
     mixed = d._create_padded_batch_descriptor(8, False, False, 0)
     runner._warmup_and_capture(mixed, CUDAGraphMode.FULL)
-    q, warm_mode, (mode, desc), uniform_seen = seen[-1]
+    q, warm_mode, (mode, desc), uniform_seen, _ = seen[-1]
     assert q == 4 and warm_mode == CUDAGraphMode.NONE
     assert mode == CUDAGraphMode.FULL and desc == mixed and uniform_seen is False
     assert runner.uniform_decode_query_len == 1 and not d.capturing_verification
     assert d.capturing is None and d.batch_max_query_len is None
     # a PIECEWISE capture of the same size is vLLM's, untouched
     runner._warmup_and_capture(mixed, CUDAGraphMode.PIECEWISE)
-    q, _, (mode, _), _ = seen[-1]
+    q, _, (mode, _), _, _ = seen[-1]
     assert q == 8 and mode == CUDAGraphMode.PIECEWISE
 
 
@@ -211,33 +223,23 @@ def test_short_query_graphs_split_a_size_by_its_request_count(monkeypatch):
     (128 tokens) keep one graph; without the variable nothing changes."""
     from types import SimpleNamespace
 
-    from vllm.config import CompilationConfig, CUDAGraphMode, VllmConfig
-    from vllm.v1.cudagraph_dispatcher import CudagraphDispatcher
+    from vllm.config import CUDAGraphMode
     from vllm.v1.kv_cache_interface import FullAttentionSpec
 
     from vllm_bass.attention import planned_query_len
     from vllm_bass.attention.backend import BassAttentionBackend
     from vllm_bass.kernels import paged_attention as pa
     from vllm_bass.worker.cuda_graphs import add_full_graphs_for_mixed_batches
-    from vllm_bass.worker.model_runner import bass_runner_class
 
     monkeypatch.setattr(pa, "num_sms", lambda device=None: 132)
     full = CUDAGraphMode.FULL
 
     def stand_in():
-        vllm_config = VllmConfig(compilation_config=CompilationConfig())
-        cc = vllm_config.compilation_config
-        cc.cudagraph_capture_sizes, cc.max_cudagraph_capture_size = [8, 16, 32, 64, 128], 128
-        dispatcher = CudagraphDispatcher(vllm_config)
-        dispatcher.initialize_cudagraph_keys(CUDAGraphMode.FULL_AND_PIECEWISE, 1)
-        config = SimpleNamespace(
-            speculative_config=SimpleNamespace(num_speculative_tokens=16),
-            scheduler_config=SimpleNamespace(max_num_seqs=128),
+        return _runner_with_dispatcher(
+            16, 128, (8, 16, 32, 64, 128),
             model_config=SimpleNamespace(get_num_attention_heads=lambda parallel: 32,
                                          max_model_len=2048),
             parallel_config=SimpleNamespace())
-        return SimpleNamespace(cudagraph_dispatcher=dispatcher, vllm_config=config,
-                               compilation_config=cc, lora_config=None, device=None)
 
     spec = FullAttentionSpec(block_size=16, num_kv_heads=32, head_size=128,
                              dtype=torch.bfloat16)
@@ -266,33 +268,14 @@ def test_short_query_graphs_split_a_size_by_its_request_count(monkeypatch):
     assert d.dispatch(128, False)[1] == d._create_padded_batch_descriptor(128, False, False, 0)
 
     seen = []
-
-    class _Runner:
-        uniform_decode_query_len = 1
-
-        def _determine_batch_execution_and_padding(self, num_tokens, num_reqs, sched,
-                                                   max_num_scheduled_tokens, *args,
-                                                   force_eager=False,
-                                                   force_uniform_decode=None, **kwargs):
-            return self.cudagraph_dispatcher.dispatch(
-                num_tokens, bool(force_uniform_decode),
-                valid_modes={CUDAGraphMode.NONE} if force_eager else None)
-
-        def _warmup_and_capture(self, desc, cudagraph_runtime_mode, *args, **kwargs):
-            q = self.uniform_decode_query_len
-            cap = self._determine_batch_execution_and_padding(
-                desc.num_tokens, -(-desc.num_tokens // q), None, q, False,
-                force_uniform_decode=desc.uniform)
-            seen.append((q, cap, planned_query_len.get()))
-
-    runner = bass_runner_class(_Runner)()
-    runner.cudagraph_dispatcher = d
+    runner = _capturing_runner(d, seen)
+    none = CUDAGraphMode.NONE
     runner._warmup_and_capture(long, full)
-    assert seen[-1] == (17, (full, long), 0)
+    assert seen[-1] == (17, none, (full, long), False, 0)
     runner._warmup_and_capture(short, full)
-    assert seen[-1] == (2, (full, short), 2)
+    assert seen[-1] == (2, none, (full, short), False, 2)
     big = d._create_padded_batch_descriptor(128, False, False, 0)
     runner._warmup_and_capture(big, full)
-    assert seen[-1] == (17, (full, big), 0)
+    assert seen[-1] == (17, none, (full, big), False, 0)
     assert d.capturing_descriptor is None and not d.capturing_verification
     assert runner.uniform_decode_query_len == 1 and planned_query_len.get() == 0
