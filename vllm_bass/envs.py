@@ -73,7 +73,7 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
     "VLLM_BASS_SHORT_QUERY_GRAPHS": (
         "0", "1 (experiment, session 55; not yet measured on a GPU): where a captured "
              "mixed-batch graph's attention plan for a few long verifications differs from "
-             "the plan for many one-draft requests (32-104 tokens on a 7B shape), a second "
+             "the plan for many one-draft requests (4-104 tokens on a 7B shape), a second "
              "graph of that size planned for the latter, replayed for batches of more "
              "requests than the first serves"),
     "VLLM_BASS_KNEE_PRICE": (
