@@ -842,10 +842,16 @@ PY
     # identity with it, then the A/B beside fixed K=1: the mix at batch 8 / 16 / 32 and
     # alpha 0.8 at batch 8 (long drafts: the long-query graphs must keep serving them)
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
-    VLLM_BASS_SHORT_QUERY_GRAPHS=1 OUT="$W/tests" timeout "${TESTS_TIMEOUT:-200}" \
+    # first the kernels: each plan graph-timed on both kinds of batch (one-draft requests;
+    # a few long verifications), the layer's cache write included
+    timeout "${PLANS_TIMEOUT:-90}" python3 benchmarks/kernels/bench_captured_plans.py \
+      --out "$W/plans" --bounds 1,8 --all-bounds --max-model-len 2048 \
+      --shapes 16x2,32x2,48x2,8x8,12x5,4x9 --contexts 256,1024 2>&1 | tail -14
+    cp "$W/plans/captured_plans.json" "$OUT/captured_plans_short_query.json" 2>/dev/null
+    VLLM_BASS_SHORT_QUERY_GRAPHS=1 OUT="$W/tests" timeout "${TESTS_TIMEOUT:-160}" \
       bash scripts/gpu_tests.sh files tests/test_engine_greedy_async.py 2>&1 | tail -4
     cp "$W/tests/gpu_tests_files.txt" "$OUT/gpu_tests_short_graphs.txt" 2>/dev/null
-    timeout "${VS_TIMEOUT:-330}" python3 benchmarks/e2e/vs_vllm.py --out "$W/short_graphs" \
+    timeout "${VS_TIMEOUT:-300}" python3 benchmarks/e2e/vs_vllm.py --out "$W/short_graphs" \
       --systems "${SHORT_SYSTEMS:-bass_default,bass_short_graphs,bass_fixed1}" --keep-order \
       --drafts 4x1024 --acceptance mix,0.8 --batches "${SHORT_BATCHES:-8,16,32}" \
       --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 150 \

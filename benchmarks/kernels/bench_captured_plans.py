@@ -12,6 +12,11 @@ kernel, overlapped with the attention through PDL on Hopper, also timed without;
 vLLM's `reshape_and_cache_flash`), as the engine's layers do.
 
     python benchmarks/kernels/bench_captured_plans.py --out DIR
+    # session 55: the short-query graphs (VLLM_BASS_SHORT_QUERY_GRAPHS): a default engine's
+    # plan (bound 8) against the plan for one-draft requests (bound 1), each on both kinds
+    # of batch, at the benchmark's max_model_len
+    python benchmarks/kernels/bench_captured_plans.py --out DIR --bounds 1,8 --all-bounds \
+        --max-model-len 2048 --shapes 16x2,32x2,48x2,8x8,12x5,4x9 --contexts 256,1024
 
 Writes DIR/captured_plans.{json,md}.
 """
@@ -59,6 +64,16 @@ def captured_plan(bound: int, tokens: int, num_reqs: int, sms: int):
     expected = min(num_reqs, -(-tokens // query_len))
     return choose_plan(expected, HEADS, KV_HEADS, HEAD_SIZE, query_len, MAX_MODEL_LEN, sms,
                        any_batch=True)
+
+
+def apply_args(args) -> None:
+    """The command line's bounds, shapes, contexts and max_model_len, in place of the
+    module's defaults (the functions read them from here)."""
+    global BOUNDS, SHAPES, CONTEXTS, MAX_MODEL_LEN
+    BOUNDS = tuple(int(b) for b in args.bounds.split(","))
+    SHAPES = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
+    CONTEXTS = [int(c) for c in args.contexts.split(",")]
+    MAX_MODEL_LEN = args.max_model_len
 
 
 def new_kv(case: Case):
@@ -124,7 +139,18 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
     ap.add_argument("--no-cache-write", action="store_true",
                     help="time the attention alone (before session 28: no KV-cache write)")
+    ap.add_argument("--bounds", default=",".join(map(str, BOUNDS)),
+                    help="draft bounds whose captured plans to time (a plan for 1 + bound "
+                         "tokens a request)")
+    ap.add_argument("--all-bounds", action="store_true",
+                    help="time every bound's plan on every shape, also on queries longer "
+                         "than it was planned for (a short-query graph meets them)")
+    ap.add_argument("--max-model-len", type=int, default=MAX_MODEL_LEN)
+    ap.add_argument("--shapes", default=",".join(f"{b}x{q}" for b, q in SHAPES),
+                    help="BATCHxQUERY_LEN, comma separated")
+    ap.add_argument("--contexts", default=",".join(map(str, CONTEXTS)))
     args = ap.parse_args()
+    apply_args(args)
     sms = num_sms(torch.device("cuda"))
     fa3, fa3_sched, fa3_err = get_fa3()
     cache = make_cache([b for b, _ in SHAPES], CONTEXTS)
@@ -135,9 +161,12 @@ def main():
             times, plans, ref = {}, {}, None
             kv = None if args.no_cache_write else new_kv(case)
             for bound in BOUNDS:
-                if bound + 1 < q:
+                if bound + 1 < q and not args.all_bounds:
                     continue
-                plan = captured_plan(bound, case.T, batch, sms)
+                # the graph's requests as its key holds them (any count up to its tokens):
+                # a bound at least the queries' plans as before, a shorter one for T / (1 +
+                # bound) requests, as a short-query graph of this size is planned
+                plan = captured_plan(bound, case.T, case.T, sms)
                 variants = {f"bound{bound}": plan}
                 if plan.strategy == "split":
                     # the split plan on the wide tiles PAD uses (a replay that meets many
