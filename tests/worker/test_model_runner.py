@@ -279,3 +279,34 @@ def test_short_query_graphs_split_a_size_by_its_request_count(monkeypatch):
     assert seen[-1] == (17, none, (full, big), False, 0)
     assert d.capturing_descriptor is None and not d.capturing_verification
     assert runner.uniform_decode_query_len == 1 and planned_query_len.get() == 0
+
+
+def test_short_query_graphs_plan_the_targets_layers_only():
+    """A draft of another shape shares the target's KV-cache group (vLLM's
+    `UniformTypeKVCacheSpecs`): the plans follow the target's layers, not the draft's; a
+    target whose layers differ, or a spec without heads, gets no short-query graphs."""
+    from types import SimpleNamespace
+
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, UniformTypeKVCacheSpecs
+
+    from vllm_bass.worker.cuda_graphs import add_short_query_graphs, target_attention_shape
+
+    target = FullAttentionSpec(block_size=16, num_kv_heads=32, head_size=128,
+                               dtype=torch.bfloat16)
+    draft = FullAttentionSpec(block_size=16, num_kv_heads=16, head_size=64,
+                              dtype=torch.bfloat16)
+    layers = {"model.layers.0.self_attn.attn": target, "model.layers.1.self_attn.attn": target,
+              "draft_model.layers.0.self_attn.attn": draft}
+    group = SimpleNamespace(kv_cache_spec=UniformTypeKVCacheSpecs(block_size=16,
+                                                                  kv_cache_specs=layers),
+                            layer_names=list(layers))
+    runner = SimpleNamespace(drafter=SimpleNamespace(
+        _draft_attn_layer_names={"draft_model.layers.0.self_attn.attn"}))
+    assert target_attention_shape(runner, [group]) == (32, 128, torch.bfloat16)
+    assert target_attention_shape(SimpleNamespace(drafter=None), [group]) is None
+    plain = SimpleNamespace(kv_cache_spec=target, layer_names=["model.layers.0.self_attn.attn"])
+    assert target_attention_shape(SimpleNamespace(), [plain]) == (32, 128, torch.bfloat16)
+    from vllm_bass.attention.backend import BassAttentionBackend
+
+    odd = SimpleNamespace(kv_cache_spec=SimpleNamespace(), layer_names=["x"])
+    assert add_short_query_graphs(SimpleNamespace(), [{BassAttentionBackend}], [odd]) == 0

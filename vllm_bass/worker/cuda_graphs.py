@@ -148,7 +148,13 @@ def add_full_graphs_for_mixed_batches(runner, attention_backends, kv_cache_group
     from vllm_bass import envs
 
     if envs.flag("VLLM_BASS_SHORT_QUERY_GRAPHS"):
-        add_short_query_graphs(runner, attention_backends, kv_cache_groups)
+        try:
+            add_short_query_graphs(runner, attention_backends, kv_cache_groups)
+        except Exception:  # an experiment's graphs cost speed, never the engine
+            import logging
+
+            logging.getLogger("vllm.bass").exception(
+                "vllm-bass: the short-query graphs could not be set up; one graph a size")
     return True
 
 
@@ -161,8 +167,8 @@ def add_short_query_graphs(runner, attention_backends, kv_cache_groups) -> int:
     the long-query plan serves, `attention.backend.long_query_batch_limit`) captured as
     today, and the size's mixed key is captured planned for requests of SHORT_QUERY_LEN
     tokens; the dispatcher replays the first for batches of at most that many requests.
-    Only where every attention layer of the target is ours (one KV-cache group). Returns the
-    keys added."""
+    Only where every attention layer is ours and the target's layers share one shape.
+    Returns the keys added."""
     import dataclasses
 
     from vllm.config import CUDAGraphMode
@@ -175,14 +181,19 @@ def add_short_query_graphs(runner, attention_backends, kv_cache_groups) -> int:
     )
     from vllm_bass.kernels.paged_attention import num_sms
 
-    if len(kv_cache_groups) != 1 or not all(
-            issubclass(b, BassAttentionBackend) for backends in attention_backends
-            for b in backends):
+    if not all(issubclass(b, BassAttentionBackend) for backends in attention_backends
+               for b in backends):
         return 0
-    spec = kv_cache_groups[0].kv_cache_spec
+    try:
+        spec = target_attention_shape(runner, kv_cache_groups)
+    except AttributeError:  # a spec without heads: not a layer of ours to plan
+        spec = None
+    if spec is None:
+        return 0
+    num_kv_heads, head_size, dtype = spec
     config = runner.vllm_config
     heads = config.model_config.get_num_attention_heads(config.parallel_config)
-    plan_for = graph_plan_for(heads, spec.num_kv_heads, spec.head_size, spec.dtype.itemsize,
+    plan_for = graph_plan_for(heads, num_kv_heads, head_size, dtype.itemsize,
                               config.model_config.max_model_len,
                               num_sms(getattr(runner, "device", None)))
     expected = expected_verification_query_len(config)
@@ -206,3 +217,20 @@ def add_short_query_graphs(runner, attention_backends, kv_cache_groups) -> int:
             "requests; the long-query graph serves at most {tokens: requests} %s",
             len(long_keys), {t: k.num_reqs for t, k in sorted(long_keys.items())})
     return len(long_keys)
+
+
+def target_attention_shape(runner, kv_cache_groups) -> tuple | None:
+    """(num_kv_heads, head_size, dtype) of the target's attention layers, from the KV-cache
+    groups (a draft of another shape shares the target's group as one of its
+    `UniformTypeKVCacheSpecs`' layers); None where the target's layers differ."""
+    draft = set(getattr(getattr(runner, "drafter", None), "_draft_attn_layer_names", None)
+                or ())
+    shapes = set()
+    for group in kv_cache_groups:
+        spec = group.kv_cache_spec
+        per_layer = getattr(spec, "kv_cache_specs", None) or dict.fromkeys(
+            getattr(group, "layer_names", None) or ["?"], spec)
+        for name, layer in per_layer.items():
+            if name not in draft:
+                shapes.add((layer.num_kv_heads, layer.head_size, layer.dtype))
+    return shapes.pop() if len(shapes) == 1 else None
