@@ -226,6 +226,14 @@ PLANNED_DRAFTS = 8
 SHORT_QUERY_LEN = 2
 
 
+def short_query_plan_len(dispatcher, desc) -> int:
+    """SHORT_QUERY_LEN where `desc` is a size's short-query graph (the size's mixed key, the
+    size having a long-query key too: `worker.cuda_graphs.add_short_query_graphs`), else 0:
+    the query length its capture is planned for (`planned_query_len`)."""
+    long = (getattr(dispatcher, "long_query_keys", None) or {}).get(desc.num_tokens)
+    return SHORT_QUERY_LEN if not desc.uniform and long not in (None, desc) else 0
+
+
 def expected_verification_query_len(vllm_config) -> int:
     """What a verification's requests usually bring (1 + drafts, at most PLANNED_DRAFTS of
     them): the query length captured mixed graphs are planned for."""

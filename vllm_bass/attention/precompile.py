@@ -74,20 +74,17 @@ def target_graph_batches(runner) -> list[GraphBatch]:
     dispatcher = getattr(runner, "cudagraph_dispatcher", None)
     keys = getattr(dispatcher, "cudagraph_keys", {}).get(CUDAGraphMode.FULL, ())
     max_num_seqs = runner.scheduler_config.max_num_seqs
+    from vllm_bass.attention.backend import short_query_plan_len
+
     verification_len = getattr(dispatcher, "full_max_query_len", None)
-    long_keys = getattr(dispatcher, "long_query_keys", None) or {}
     batches = []
     for desc in keys:
         tokens = desc.num_tokens
-        planned = 0
+        planned = short_query_plan_len(dispatcher, desc)  # a short-query graph's 2, else 0
         if desc.uniform:
             query_len = runner.uniform_decode_query_len
-        elif long_keys.get(tokens) not in (None, desc):  # a short-query graph
-            from vllm_bass.attention.backend import SHORT_QUERY_LEN
-
-            query_len = planned = SHORT_QUERY_LEN
         else:
-            query_len = verification_len or tokens
+            query_len = planned or verification_len or tokens
         reqs = desc.num_reqs if desc.num_reqs is not None else min(
             tokens // query_len if desc.uniform else tokens, max_num_seqs)
         batches.append(GraphBatch(reqs, tokens, query_len, 1, True, bool(desc.uniform),

@@ -29,7 +29,10 @@ chunk) runs piecewise, as in vLLM.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+logger = logging.getLogger("vllm.bass")
 
 # CudagraphDispatcher.dispatch as this was written against (tests/test_model_runner.py).
 DISPATCH_SIGNATURE = (
@@ -52,7 +55,7 @@ class BassCudagraphDispatcher:
     # capturing a FULL mixed-batch graph from a verification-shaped dummy batch, which
     # vLLM's dummy run builds as a uniform one (model_runner._warmup_and_capture)
     capturing_verification: bool = False
-    # ... under this key (None: the size's mixed key)
+    # ... under this key (`model_runner._warmup_and_capture` sets it with the flag above)
     capturing_descriptor: Any = None
     # VLLM_BASS_SHORT_QUERY_GRAPHS: by token count, the key of the graph planned for a few
     # long verifications, whose num_reqs is the most requests it serves; the size's mixed
@@ -70,8 +73,7 @@ class BassCudagraphDispatcher:
             invalid_modes = set(invalid_modes or ()) | {full}
         elif (self.capturing_verification and (valid_modes is None or full in valid_modes)
               and not (invalid_modes and full in invalid_modes)):
-            descriptor = self.capturing_descriptor or self._create_padded_batch_descriptor(
-                num_tokens, False, has_lora, num_active_loras)
+            descriptor = self.capturing_descriptor  # the runner files each capture
             if descriptor in self.cudagraph_keys[full]:
                 self.last_mode = full
                 return full, descriptor
@@ -151,9 +153,7 @@ def add_full_graphs_for_mixed_batches(runner, attention_backends, kv_cache_group
         try:
             add_short_query_graphs(runner, attention_backends, kv_cache_groups)
         except Exception:  # an experiment's graphs cost speed, never the engine
-            import logging
-
-            logging.getLogger("vllm.bass").exception(
+            logger.exception(
                 "vllm-bass: the short-query graphs could not be set up; one graph a size")
     return True
 
@@ -210,9 +210,7 @@ def add_short_query_graphs(runner, attention_backends, kv_cache_groups) -> int:
         dispatcher.add_cudagraph_key(full, key)
     dispatcher.long_query_keys = long_keys
     if long_keys:
-        import logging
-
-        logging.getLogger("vllm.bass").info(
+        logger.info(
             "vllm-bass: short-query graphs: %d mixed sizes also captured for one-draft "
             "requests; the long-query graph serves at most {tokens: requests} %s",
             len(long_keys), {t: k.num_reqs for t, k in sorted(long_keys.items())})

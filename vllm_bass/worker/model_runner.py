@@ -165,14 +165,14 @@ class BassModelRunnerMixin:
         if verification:
             import dataclasses
 
-            from vllm_bass.attention.backend import SHORT_QUERY_LEN
+            from vllm_bass.attention.backend import short_query_plan_len
 
-            long_keys = getattr(dispatcher, "long_query_keys", None) or {}
-            if long_keys.get(desc.num_tokens) not in (None, desc):
+            short = short_query_plan_len(dispatcher, desc)
+            if short:
                 # the size's short-query graph (`cuda_graphs.add_short_query_graphs`): a
                 # dummy batch of one-draft requests, planned for them
-                query_len = SHORT_QUERY_LEN
-                planned = planned_query_len.set(SHORT_QUERY_LEN)
+                query_len = short
+                planned = planned_query_len.set(short)
             dispatcher.capturing_verification = True
             dispatcher.capturing_descriptor = desc  # the key the capture is filed under
             self.uniform_decode_query_len = query_len  # read by the dummy run only
