@@ -38,9 +38,11 @@ class _Backend:
 
 
 def _runner_with_dispatcher(num_speculative_tokens=3, max_num_seqs=4,
-                            capture_sizes=(1, 2, 4, 8, 16), **config_fields):
-    """A runner stand-in with vLLM's real dispatcher (capture sizes 1-16) and the config
-    fields the FULL-key setup reads (`config_fields`: more of them)."""
+                            capture_sizes=(1, 2, 4, 8, 16), dispatcher_max_num_seqs=None,
+                            **config_fields):
+    """A runner stand-in with vLLM's real dispatcher (capture sizes 1-16; its keys' request
+    counts capped at `dispatcher_max_num_seqs`, else vLLM's default) and the config fields
+    the FULL-key setup reads (`config_fields`: more of them)."""
     from types import SimpleNamespace
 
     from vllm.config import CompilationConfig, CUDAGraphMode, VllmConfig
@@ -50,6 +52,8 @@ def _runner_with_dispatcher(num_speculative_tokens=3, max_num_seqs=4,
     cc = vllm_config.compilation_config
     cc.cudagraph_capture_sizes = list(capture_sizes)
     cc.max_cudagraph_capture_size = max(capture_sizes)
+    if dispatcher_max_num_seqs:
+        vllm_config.scheduler_config.max_num_seqs = dispatcher_max_num_seqs
     dispatcher = CudagraphDispatcher(vllm_config)
     dispatcher.initialize_cudagraph_keys(CUDAGraphMode.FULL_AND_PIECEWISE, 1)
     config = SimpleNamespace(
@@ -59,11 +63,12 @@ def _runner_with_dispatcher(num_speculative_tokens=3, max_num_seqs=4,
                            compilation_config=cc, lora_config=None, device=None)
 
 
-def _capturing_runner(dispatcher, seen: list):
+def _capturing_runner(dispatcher, seen: list, max_num_seqs: int = 1 << 20):
     """A BASS runner over a stand-in of vLLM's whose capture runs vLLM's dummy batch (a
-    uniform batch of uniform_decode_query_len-token requests) through the dispatcher twice,
-    the eager warm-up then the capture, recording (query length, warm-up mode, the capture's
-    (mode, key), `capturing_uniform_batch`, `planned_query_len`)."""
+    uniform batch of uniform_decode_query_len-token requests, at most `max_num_seqs` of
+    them, with `_dummy_run`'s check that they hold the key's tokens) through the dispatcher
+    twice, the eager warm-up then the capture, recording (query length, warm-up mode, the
+    capture's (mode, key), `capturing_uniform_batch`, `planned_query_len`)."""
     from vllm.config import CUDAGraphMode
 
     from vllm_bass.attention import capturing_uniform_batch, planned_query_len
@@ -82,7 +87,11 @@ def _capturing_runner(dispatcher, seen: list):
 
         def _warmup_and_capture(self, desc, cudagraph_runtime_mode, *args, **kwargs):
             q = self.uniform_decode_query_len if desc.uniform else desc.num_tokens
-            reqs = -(-desc.num_tokens // q)
+            reqs = min(max_num_seqs, -(-desc.num_tokens // q))
+            tokens = [q] * reqs  # vLLM's _dummy_run, uniform branch
+            if desc.num_tokens % q:
+                tokens[-1] = desc.num_tokens % q
+            assert sum(tokens) == desc.num_tokens, "vLLM's dummy run asserts this"
             warm = self._determine_batch_execution_and_padding(
                 desc.num_tokens, reqs, None, q, False, force_eager=True,
                 force_uniform_decode=desc.uniform)
@@ -279,6 +288,55 @@ def test_short_query_graphs_split_a_size_by_its_request_count(monkeypatch):
     assert seen[-1] == (17, none, (full, big), False, 0)
     assert d.capturing_descriptor is None and not d.capturing_verification
     assert runner.uniform_decode_query_len == 1 and planned_query_len.get() == 0
+
+
+def test_short_query_graphs_fit_vllms_dummy_batch_at_few_requests(monkeypatch):
+    """Session 56's first GPU run: an engine of max_num_seqs 32 failed its capture at 104
+    tokens, vLLM's dummy run making 32 requests of two tokens (64, not 104). A size's short
+    graph is now planned and captured for the shortest query its request limit allows
+    (104 tokens: 4 a request), its long graph's limit computed against that plan; every
+    key of every size captures."""
+    from types import SimpleNamespace
+
+    from vllm.config import CUDAGraphMode
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    from vllm_bass.attention.backend import (
+        BassAttentionBackend,
+        short_query_len,
+        short_query_plan_len,
+    )
+    from vllm_bass.kernels import paged_attention as pa
+    from vllm_bass.worker.cuda_graphs import add_full_graphs_for_mixed_batches
+
+    monkeypatch.setattr(pa, "num_sms", lambda device=None: 132)
+    monkeypatch.setenv("VLLM_BASS_SHORT_QUERY_GRAPHS", "1")
+    assert short_query_len(64, 32) == 2 and short_query_len(104, 32) == 4
+    assert short_query_len(104, 12) == 9
+    sizes = (8, 16, 32, 48, 64, 72, 88, 104, 128)
+    runner_in = _runner_with_dispatcher(
+        8, 32, sizes, dispatcher_max_num_seqs=32,
+        model_config=SimpleNamespace(get_num_attention_heads=lambda parallel: 32,
+                                     max_model_len=2048),
+        parallel_config=SimpleNamespace())
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=32, head_size=128,
+                             dtype=torch.bfloat16)
+    groups = [SimpleNamespace(kv_cache_spec=spec)]
+    assert add_full_graphs_for_mixed_batches(runner_in, [{BassAttentionBackend}], groups)
+    d = runner_in.cudagraph_dispatcher
+    assert {64, 104} <= set(d.long_query_keys)
+    seen = []
+    runner = _capturing_runner(d, seen, max_num_seqs=32)
+    full = CUDAGraphMode.FULL
+    for tokens, long in sorted(d.long_query_keys.items()):
+        short = d._create_padded_batch_descriptor(tokens, False, False, 0)
+        runner._warmup_and_capture(long, full)
+        assert seen[-1][0] == 9 and seen[-1][4] == 0
+        runner._warmup_and_capture(short, full)
+        planned = short_query_plan_len(d, short)
+        assert planned == short_query_len(tokens, 32) < 9
+        assert seen[-1][0] == planned == seen[-1][4], tokens
+    assert seen[-1][0] == 4  # 104 tokens
 
 
 def test_short_query_graphs_plan_the_targets_layers_only():

@@ -226,12 +226,22 @@ PLANNED_DRAFTS = 8
 SHORT_QUERY_LEN = 2
 
 
+def short_query_len(tokens: int, max_reqs: int) -> int:
+    """The query length a size's short-query graph is planned and captured for:
+    SHORT_QUERY_LEN, or the shortest that fits `tokens` into `max_reqs` requests (vLLM's
+    dummy run makes at most max_num_seqs of them; session 56's first GPU run failed its
+    capture at 104 tokens and 32 requests of two tokens)."""
+    return max(SHORT_QUERY_LEN, -(-tokens // max(1, max_reqs)))
+
+
 def short_query_plan_len(dispatcher, desc) -> int:
-    """SHORT_QUERY_LEN where `desc` is a size's short-query graph (the size's mixed key, the
-    size having a long-query key too: `worker.cuda_graphs.add_short_query_graphs`), else 0:
-    the query length its capture is planned for (`planned_query_len`)."""
+    """Where `desc` is a size's short-query graph (the size's mixed key, the size having a
+    long-query key too: `worker.cuda_graphs.add_short_query_graphs`), the query length its
+    capture is planned for (`planned_query_len`, `short_query_len`), else 0."""
     long = (getattr(dispatcher, "long_query_keys", None) or {}).get(desc.num_tokens)
-    return SHORT_QUERY_LEN if not desc.uniform and long not in (None, desc) else 0
+    if desc.uniform or long in (None, desc):
+        return 0
+    return short_query_len(desc.num_tokens, desc.num_reqs or desc.num_tokens)
 
 
 def expected_verification_query_len(vllm_config) -> int:
@@ -245,15 +255,16 @@ def long_query_batch_limit(tokens: int, max_reqs: int, expected_query_len: int,
                            plan_for) -> int | None:
     """The most requests a batch of `tokens` tokens may hold and still replay the graph
     planned for requests of `expected_query_len` tokens, where the plan for requests of
-    SHORT_QUERY_LEN tokens differs; batches of more requests replay the short-query graph.
+    `short_query_len` tokens differs; batches of more requests replay the short-query graph.
     None: one plan serves every batch of this size (or no batch size picks the short plan).
     `plan_for(batch, query_len)`: the plan (its strategy, splits and tiles) a captured graph
     gets for that many requests of that query length. The limit is one below the fewest
     requests whose own plan (the plan for exactly that batch shape) is the short one."""
-    if expected_query_len <= SHORT_QUERY_LEN or max_reqs < 2:
+    short_len = short_query_len(tokens, max_reqs)
+    if expected_query_len <= short_len or max_reqs < 2:
         return None
     fewest = min(max_reqs, -(-tokens // expected_query_len))
-    short = plan_for(min(max_reqs, -(-tokens // SHORT_QUERY_LEN)), SHORT_QUERY_LEN)
+    short = plan_for(-(-tokens // short_len), short_len)
     if plan_for(fewest, expected_query_len) == short:
         return None
     for reqs in range(fewest + 1, min(max_reqs, tokens) + 1):
