@@ -77,6 +77,8 @@
 #   bash scripts/gpu_bench.sh arms_mix  # session 55: the default against variants of its policy in one engine, the mix (one GPU)
 #   bash scripts/gpu_bench.sh arms_uniform  # session 55: the 5% uniform-plan margin, held-out settings, in one engine per draft (one GPU)
 #   bash scripts/gpu_bench.sh short_graphs  # session 55: the short-query graph experiment, greedy + A/B (one GPU)
+#   bash scripts/gpu_bench.sh traced_mix  # session 56: the mix traced, device time by step shape
+#                                       # (default vs short-query graphs vs fixed K=1; one GPU)
 #   bash scripts/gpu_bench.sh tests53   # session 53: greedy / seeded / distribution engine tests (x2)
 #   bash scripts/gpu_bench.sh b8_lengths  # session 45: alpha 0.8, batch 8: draft lengths (x2)
 #   bash scripts/gpu_bench.sh b8_why  # session 45: batch 8's fixed drafting cost, profiled (x2)
@@ -860,6 +862,25 @@ PY
     cleanup
     cp "$W/short_graphs.json" "$W/short_graphs.md" "$OUT/" 2>/dev/null
     pack short_graphs ;;
+  traced_mix)  # session 56: where the default's step goes on the mix, device time by step
+    # shape (runner traces), free of the hosts' 10-15% scatter between engines: the default,
+    # the short-query graphs and fixed K=1 at batch 16 / 32 / 64; `step_shapes.py --pair`
+    # compares the target's graph time (model_gpu_ms) and the device's wait for the host
+    # before it (lead_gpu_ms: session 54's default 0.4-2.7 ms a one-draft step, fixed K=1 0.1)
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    mkdir -p "$W/traces"
+    timeout "${VS_TIMEOUT:-430}" python3 benchmarks/e2e/vs_vllm.py --out "$W/traced_mix" \
+      --systems "${TRACED_SYSTEMS:-bass_default,bass_short_graphs,bass_fixed1}" \
+      --keep-order --drafts 4x1024 --acceptance mix --batches "${TRACED_BATCHES:-16,32,64}" \
+      --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 150 \
+      --trace-dir "$W/traces" 2>&1 | tail -6
+    cleanup
+    for other in bass_short_graphs bass_fixed1; do
+      python3 benchmarks/e2e/step_shapes.py "$W"/traces/*.csv --pair bass_default "$other" \
+        --out "$W/shapes_default_vs_$other.json" | tail -3
+    done
+    cp "$W"/shapes_default_vs_*.json "$W/traced_mix.json" "$OUT/" 2>/dev/null
+    pack traced_mix ;;
   tests53)  # session 53: the engine tests on the final policy (the sub-knee token floor):
     # GPU 0 greedy identity, async and sync; GPU 1 the seeded and distribution tests
     VS_TIMEOUT=${VS_TIMEOUT:-480} PAIR0_CMD="env OUT=$W/greedy bash scripts/gpu_tests.sh files

@@ -65,3 +65,25 @@ def test_scheduler_host_time_is_measured_per_policy():
         # fixed K asks no cost model; per_request's plan runs inside the plan step
         assert (parts["cost_model_for"] > 0) is (policy == "per_request")
         assert parts["policy_plan"] <= parts["bass_plan_step"]
+
+
+def test_paired_phase_compares_two_systems_at_shared_shapes_only():
+    """`--pair` (session 56): the second system's device time over the first's at the step
+    shapes both ran, each shape weighted by the fewer steps; shapes only one ran are left
+    out, so a different mix of shapes cannot pass for a faster graph."""
+    from benchmarks.e2e.step_shapes import paired_phase
+
+    def shape(requests, length, steps, model, lead):
+        return {"requests": requests, "verified_length": length, "graph_mode": 2,
+                "steps": steps, "model_gpu_ms": model, "lead_gpu_ms": lead}
+
+    first = [shape(32, 1, 100, 5.5, 0.4), shape(16, 1, 10, 5.0, 1.2), shape(8, 0, 50, 4.0, 0)]
+    second = [shape(32, 1, 300, 5.0, 0.1), shape(16, 1, 40, 5.0, 0.1), shape(64, 1, 9, 9, 0)]
+    model = paired_phase(first, second)
+    assert [(r["requests"], r["ratio"]) for r in model["shapes"]] == [(32, 0.909), (16, 1.0)]
+    assert model["shapes"][0]["steps"] == [100, 300]
+    assert model["weighted_ratio"] == pytest.approx((100 * 5.0 + 10 * 5.0) / (100 * 5.5 + 10 * 5.0),
+                                                    abs=1e-4)
+    lead = paired_phase(first, second, "lead_gpu_ms")
+    assert lead["weighted_ratio"] == pytest.approx(11 / 52, abs=1e-4)
+    assert paired_phase(first, [])["weighted_ratio"] is None
