@@ -868,8 +868,13 @@ PY
     # compares the target's graph time (model_gpu_ms) and the device's wait for the host
     # before it (lead_gpu_ms: session 54's default 0.4-2.7 ms a one-draft step, fixed K=1 0.1)
     nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    # first the PAD tiles at 2-3 programs an SM (session 56: 12 x 5 wants the narrow ones)
+    timeout "${PLANS_TIMEOUT:-80}" python3 benchmarks/kernels/bench_captured_plans.py \
+      --out "$W/plans" --pad-tiles --bounds 8 --max-model-len 2048 \
+      --shapes 8x8,9x5,10x2,10x5,11x3,12x1,12x2,12x5,12x9,16x2 --contexts 256,1024 2>&1 | tail -3
+    cp "$W/plans/captured_plans.json" "$OUT/captured_plans_pad_tiles.json" 2>/dev/null
     mkdir -p "$W/traces"
-    timeout "${VS_TIMEOUT:-430}" python3 benchmarks/e2e/vs_vllm.py --out "$W/traced_mix" \
+    timeout "${VS_TIMEOUT:-400}" python3 benchmarks/e2e/vs_vllm.py --out "$W/traced_mix" \
       --systems "${TRACED_SYSTEMS:-bass_default,bass_short_graphs,bass_fixed1}" \
       --keep-order --drafts 4x1024 --acceptance mix --batches "${TRACED_BATCHES:-16,32,64}" \
       --prompt-len 128 --max-tokens 128 --repeats 3 --min-timed-seconds 0 --timeout 150 \

@@ -18,6 +18,12 @@ vLLM's `reshape_and_cache_flash`), as the engine's layers do.
     python benchmarks/kernels/bench_captured_plans.py --out DIR --bounds 1,8 --all-bounds \
         --max-model-len 2048 --shapes 16x2,32x2,48x2,8x8,12x5,4x9 --contexts 256,1024
 
+    # session 56: which PAD tiles launches of 2-3 programs an SM want (9-12 requests of a
+    # 7B layer on 132 SMs), beside the plans the planner makes
+    python benchmarks/kernels/bench_captured_plans.py --out DIR --pad-tiles --bounds 8 \
+        --max-model-len 2048 --shapes 8x8,9x5,10x2,10x5,11x3,12x1,12x2,12x5,12x9,16x2 \
+        --contexts 256,1024,2048
+
 Writes DIR/captured_plans.{json,md}.
 """
 
@@ -64,6 +70,18 @@ def captured_plan(bound: int, tokens: int, num_reqs: int, sms: int):
     expected = min(num_reqs, -(-tokens // query_len))
     return choose_plan(expected, HEADS, KV_HEADS, HEAD_SIZE, query_len, MAX_MODEL_LEN, sms,
                        any_batch=True)
+
+
+def pad_tile_variants(batch: int, query_len: int) -> dict:
+    """`--pad-tiles`: PAD plans for any batch of this shape on each tile family."""
+    from vllm_bass.kernels.paged_attention import AttnPlan
+    from vllm_bass.kernels.paged_attention_common import pick_tiles
+
+    narrow = pick_tiles(HEADS, KV_HEADS, HEAD_SIZE, query_len)
+    wide = pick_tiles(HEADS, KV_HEADS, HEAD_SIZE, query_len, wide=True)
+    return {"pad_narrow": AttnPlan("pad", 1, narrow, True),
+            "pad_narrow2": AttnPlan("pad", 1, dataclasses.replace(narrow, num_stages=2), True),
+            "pad_wide": AttnPlan("pad", 1, wide, True)}
 
 
 def apply_args(args) -> None:
@@ -149,6 +167,12 @@ def main():
     ap.add_argument("--shapes", default=",".join(f"{b}x{q}" for b, q in SHAPES),
                     help="BATCHxQUERY_LEN, comma separated")
     ap.add_argument("--contexts", default=",".join(map(str, CONTEXTS)))
+    ap.add_argument("--pad-tiles", action="store_true",
+                    help="also time each shape's batch as PAD on the narrow tiles (64 keys, "
+                         "4 warps; 3 and 2 stages) and on the wide ones (128 keys, 8 warps): "
+                         "which tiles a launch of 2-3 programs an SM wants (session 56: 12 "
+                         "requests of 5 tokens ran 1.20-1.31x faster on the narrow tiles "
+                         "the planner does not give them)")
     args = ap.parse_args()
     apply_args(args)
     sms = num_sms(torch.device("cuda"))
@@ -191,6 +215,15 @@ def main():
                     plans[name] = dict(strategy=p.strategy, splits=p.num_splits,
                                        block_m=p.tiles.block_m, block_n=p.tiles.block_n,
                                        min_split_keys=p.min_split_keys, max_abs_diff=err)
+            if args.pad_tiles:
+                for name, p in pad_tile_variants(batch, q).items():
+                    times[name] = timed(graph_fns(case, p, kv), None)
+                    out = case.out0()
+                    ref = out if ref is None else ref
+                    plans[name] = dict(strategy=p.strategy, splits=p.num_splits,
+                                       block_m=p.tiles.block_m, block_n=p.tiles.block_n,
+                                       stages=p.tiles.num_stages, min_split_keys=0,
+                                       max_abs_diff=(out - ref).abs().max().item())
             if fa3 is not None:
                 times["fa3"] = bench_graph(fa3_graph_fns(case, fa3, fa3_sched, kv))
             rows.append(dict(context=ctx, batch=batch, query_len=q, graph_us=times, plans=plans))
