@@ -79,7 +79,7 @@ from vllm_bass.policy.cost_model import PRIOR_COSTS, StepCostEstimator  # noqa: 
 # when a plan is solved again (`per_request._plan_stands`): the defaults, and variants
 REPLAN_DEFAULTS = {name: getattr(per_request, name) for name in (
     "REPLAN_ALPHA_CHANGE", "REPLAN_MEAN_CHANGE", "REPLAN_EVERY", "COST_TOLERANCE",
-    "PLAN_REUSE_STEPS")}
+    "PLAN_REUSE_STEPS", "PLAN_REUSE_MIN_BATCH", "REPLAN_NEAR_END")}
 REPLAN_VARIANTS = {
     # session 40's rule: any estimate 0.05, every 4 steps, any change of the costs
     "replan_s40": {"REPLAN_ALPHA_CHANGE": 0.05, "REPLAN_MEAN_CHANGE": 1.0,
@@ -90,6 +90,11 @@ REPLAN_VARIANTS = {
     # before its plan reuse (PLAN_REUSE_STEPS calls from PLAN_REUSE_MIN_BATCH requests)
     "noreuse": {"PLAN_REUSE_STEPS": 0},
     "reuse8": {"PLAN_REUSE_STEPS": 8},
+    # session 56 (the default's host time at batch 8-32, where its device waits for the
+    # host): plan reuse from 2 requests, not 32 / no forced replan near a closed batch's end
+    # (REPLAN_NEAR_END tokens: every step once any request is that close)
+    "reuse_all": {"PLAN_REUSE_MIN_BATCH": 2},
+    "nearend0": {"REPLAN_NEAR_END": 0},
 }
 
 
