@@ -63,6 +63,25 @@ def _runner_with_dispatcher(num_speculative_tokens=3, max_num_seqs=4,
                            compilation_config=cc, lora_config=None, device=None)
 
 
+def _seven_b_runner(num_speculative_tokens, max_num_seqs, capture_sizes,
+                    dispatcher_max_num_seqs=None):
+    """A runner stand-in for a 7B target (32 heads of 128, bf16, max_model_len 2048) with
+    vLLM's real dispatcher, and its one KV-cache group: what the short-query graphs plan."""
+    from types import SimpleNamespace
+
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    runner = _runner_with_dispatcher(
+        num_speculative_tokens, max_num_seqs, capture_sizes,
+        dispatcher_max_num_seqs=dispatcher_max_num_seqs,
+        model_config=SimpleNamespace(get_num_attention_heads=lambda parallel: 32,
+                                     max_model_len=2048),
+        parallel_config=SimpleNamespace())
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=32, head_size=128,
+                             dtype=torch.bfloat16)
+    return runner, [SimpleNamespace(kv_cache_spec=spec)]
+
+
 def _capturing_runner(dispatcher, seen: list, max_num_seqs: int = 1 << 20):
     """A BASS runner over a stand-in of vLLM's whose capture runs vLLM's dummy batch (a
     uniform batch of uniform_decode_query_len-token requests, at most `max_num_seqs` of
@@ -230,10 +249,7 @@ def test_short_query_graphs_split_a_size_by_its_request_count(monkeypatch):
     its own dummy batch: the long one from requests of 1 + K tokens, the short one from
     requests of two tokens with the attention planned for them. Sizes whose plans agree
     (128 tokens) keep one graph; without the variable nothing changes."""
-    from types import SimpleNamespace
-
     from vllm.config import CUDAGraphMode
-    from vllm.v1.kv_cache_interface import FullAttentionSpec
 
     from vllm_bass.attention import planned_query_len
     from vllm_bass.attention.backend import BassAttentionBackend
@@ -243,22 +259,12 @@ def test_short_query_graphs_split_a_size_by_its_request_count(monkeypatch):
     monkeypatch.setattr(pa, "num_sms", lambda device=None: 132)
     full = CUDAGraphMode.FULL
 
-    def stand_in():
-        return _runner_with_dispatcher(
-            16, 128, (8, 16, 32, 64, 128),
-            model_config=SimpleNamespace(get_num_attention_heads=lambda parallel: 32,
-                                         max_model_len=2048),
-            parallel_config=SimpleNamespace())
-
-    spec = FullAttentionSpec(block_size=16, num_kv_heads=32, head_size=128,
-                             dtype=torch.bfloat16)
-    groups = [SimpleNamespace(kv_cache_spec=spec)]
     monkeypatch.delenv("VLLM_BASS_SHORT_QUERY_GRAPHS", raising=False)
-    plain = stand_in()
+    plain, groups = _seven_b_runner(16, 128, (8, 16, 32, 64, 128))
     assert add_full_graphs_for_mixed_batches(plain, [{BassAttentionBackend}], groups)
     assert not plain.cudagraph_dispatcher.long_query_keys
     monkeypatch.setenv("VLLM_BASS_SHORT_QUERY_GRAPHS", "1")
-    runner_in = stand_in()
+    runner_in, groups = _seven_b_runner(16, 128, (8, 16, 32, 64, 128))
     assert add_full_graphs_for_mixed_batches(runner_in, [{BassAttentionBackend}], groups)
     d = runner_in.cudagraph_dispatcher
     assert 64 in d.long_query_keys and 128 not in d.long_query_keys
@@ -296,10 +302,7 @@ def test_short_query_graphs_fit_vllms_dummy_batch_at_few_requests(monkeypatch):
     graph is now planned and captured for the shortest query its request limit allows
     (104 tokens: 4 a request), its long graph's limit computed against that plan; every
     key of every size captures."""
-    from types import SimpleNamespace
-
     from vllm.config import CUDAGraphMode
-    from vllm.v1.kv_cache_interface import FullAttentionSpec
 
     from vllm_bass.attention.backend import (
         BassAttentionBackend,
@@ -314,14 +317,7 @@ def test_short_query_graphs_fit_vllms_dummy_batch_at_few_requests(monkeypatch):
     assert short_query_len(64, 32) == 2 and short_query_len(104, 32) == 4
     assert short_query_len(104, 12) == 9
     sizes = (8, 16, 32, 48, 64, 72, 88, 104, 128)
-    runner_in = _runner_with_dispatcher(
-        8, 32, sizes, dispatcher_max_num_seqs=32,
-        model_config=SimpleNamespace(get_num_attention_heads=lambda parallel: 32,
-                                     max_model_len=2048),
-        parallel_config=SimpleNamespace())
-    spec = FullAttentionSpec(block_size=16, num_kv_heads=32, head_size=128,
-                             dtype=torch.bfloat16)
-    groups = [SimpleNamespace(kv_cache_spec=spec)]
+    runner_in, groups = _seven_b_runner(8, 32, sizes, dispatcher_max_num_seqs=32)
     assert add_full_graphs_for_mixed_batches(runner_in, [{BassAttentionBackend}], groups)
     d = runner_in.cudagraph_dispatcher
     assert {64, 104} <= set(d.long_query_keys)
