@@ -72,6 +72,20 @@ def captured_plan(bound: int, tokens: int, num_reqs: int, sms: int):
                        any_batch=True)
 
 
+def time_plan(case: Case, kv, name: str, plan, times: dict, plans: dict, ref, pdl,
+              **extra):
+    """Graph-time `plan` on `case` into `times[name]`, its shape and its output's largest
+    difference from `ref` (the shape's first output) into `plans[name]`; returns `ref`."""
+    times[name] = timed(graph_fns(case, plan, kv), pdl)
+    out = case.out0()
+    ref = out if ref is None else ref
+    plans[name] = dict(strategy=plan.strategy, splits=plan.num_splits,
+                       block_m=plan.tiles.block_m, block_n=plan.tiles.block_n, **extra,
+                       min_split_keys=plan.min_split_keys,
+                       max_abs_diff=(out - ref).abs().max().item())
+    return ref
+
+
 def pad_tile_variants(batch: int, query_len: int) -> dict:
     """`--pad-tiles`: PAD plans for any batch of this shape on each tile family."""
     from vllm_bass.kernels.paged_attention import AttnPlan
@@ -207,23 +221,12 @@ def main():
                     # (and SPLIT's reduction for the splits) instead of overlapping it
                     variants[f"bound{bound}_nopdl"] = plan
                 for name, p in variants.items():
-                    times[name] = timed(graph_fns(case, p, kv),
-                                        False if name.endswith("_nopdl") else None)
-                    out = case.out0()
-                    ref = out if ref is None else ref
-                    err = (out - ref).abs().max().item()
-                    plans[name] = dict(strategy=p.strategy, splits=p.num_splits,
-                                       block_m=p.tiles.block_m, block_n=p.tiles.block_n,
-                                       min_split_keys=p.min_split_keys, max_abs_diff=err)
+                    ref = time_plan(case, kv, name, p, times, plans, ref,
+                                    False if name.endswith("_nopdl") else None)
             if args.pad_tiles:
                 for name, p in pad_tile_variants(batch, q).items():
-                    times[name] = timed(graph_fns(case, p, kv), None)
-                    out = case.out0()
-                    ref = out if ref is None else ref
-                    plans[name] = dict(strategy=p.strategy, splits=p.num_splits,
-                                       block_m=p.tiles.block_m, block_n=p.tiles.block_n,
-                                       stages=p.tiles.num_stages, min_split_keys=0,
-                                       max_abs_diff=(out - ref).abs().max().item())
+                    ref = time_plan(case, kv, name, p, times, plans, ref, None,
+                                    stages=p.tiles.num_stages)
             if fa3 is not None:
                 times["fa3"] = bench_graph(fa3_graph_fns(case, fa3, fa3_sched, kv))
             rows.append(dict(context=ctx, batch=batch, query_len=q, graph_us=times, plans=plans))
