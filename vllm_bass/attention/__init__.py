@@ -28,9 +28,10 @@ warming_full_graph: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 
 # The query length a FULL mixed-batch graph being captured is planned for (0: the builder's
-# expected verification, 1 + min(K, PLANNED_DRAFTS)). Set to SHORT_QUERY_LEN while the BASS
-# runner captures a graph of the short-query family (`worker.cuda_graphs`, session 55): its
-# batches hold many requests of one token and one draft.
+# expected verification, 1 + min(K, PLANNED_DRAFTS)). Set to `backend.short_query_len` while
+# the BASS runner captures a graph of the short-query family (`worker.cuda_graphs`, session
+# 55): its batches hold many requests of one token and one draft (or as few more as the
+# size's request limit allows).
 planned_query_len: contextvars.ContextVar[int] = contextvars.ContextVar(
     "bass_planned_query_len", default=0)
 

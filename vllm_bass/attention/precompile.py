@@ -80,7 +80,7 @@ def target_graph_batches(runner) -> list[GraphBatch]:
     batches = []
     for desc in keys:
         tokens = desc.num_tokens
-        planned = short_query_plan_len(dispatcher, desc)  # a short-query graph's 2, else 0
+        planned = short_query_plan_len(dispatcher, desc)  # a short-query graph's, else 0
         if desc.uniform:
             query_len = runner.uniform_decode_query_len
         else:

@@ -159,14 +159,15 @@ def add_full_graphs_for_mixed_batches(runner, attention_backends, kv_cache_group
 
 
 def add_short_query_graphs(runner, attention_backends, kv_cache_groups) -> int:
-    """VLLM_BASS_SHORT_QUERY_GRAPHS (session 55, not yet measured on a GPU): a mixed graph's
-    attention is planned for a few verifications of 1 + PLANNED_DRAFTS tokens (its requests
-    are unknown at capture), which at 4-104 tokens is a SPLIT or a wide PAD; a batch of many
-    one-draft requests of the same size (batch 16 / 32 at K=1) wants the narrow PAD. Where
-    the two plans differ, the size gets a second FULL key (its num_reqs: the most requests
-    the long-query plan serves, `attention.backend.long_query_batch_limit`) captured as
-    today, and the size's mixed key is captured planned for requests of SHORT_QUERY_LEN
-    tokens; the dispatcher replays the first for batches of at most that many requests.
+    """VLLM_BASS_SHORT_QUERY_GRAPHS (session 55; session 56, H200: 1.00x end to end, off): a
+    mixed graph's attention is planned for a few verifications of 1 + PLANNED_DRAFTS tokens
+    (its requests are unknown at capture), which at 4-104 tokens is a SPLIT or a wide PAD;
+    a batch of many one-draft requests of the same size (batch 16 / 32 at K=1) wants the
+    narrow PAD. Where the two plans differ, the size gets a second FULL key (its num_reqs:
+    the most requests the long-query plan serves, `attention.backend.long_query_batch_limit`)
+    captured as today, and the size's mixed key is captured planned for requests of
+    `short_query_len` tokens; the dispatcher replays the first for batches of at most that
+    many requests.
     Only where every attention layer is ours and the target's layers share one shape.
     Returns the keys added."""
     import dataclasses
