@@ -77,6 +77,7 @@
 #   bash scripts/gpu_bench.sh arms_mix  # session 55: the default against variants of its policy in one engine, the mix (one GPU)
 #   bash scripts/gpu_bench.sh arms_uniform  # session 55: the 5% uniform-plan margin, held-out settings, in one engine per draft (one GPU)
 #   bash scripts/gpu_bench.sh short_graphs  # session 55: the short-query graph experiment, greedy + A/B (one GPU)
+#   bash scripts/gpu_bench.sh validate57  # session 57: long-context PAD tiles; new defaults vs old graphs, fixed K=1, vLLM K=1/2, plain (one GPU)
 #   bash scripts/gpu_bench.sh traced_mix  # session 56: the mix traced, device time by step shape
 #                                       # (default vs short-query graphs vs fixed K=1; one GPU)
 #   bash scripts/gpu_bench.sh tests53   # session 53: greedy / seeded / distribution engine tests (x2)
@@ -886,6 +887,22 @@ PY
     done
     cp "$W"/shapes_default_vs_*.json "$W/traced_mix.json" "$OUT/" 2>/dev/null
     pack traced_mix ;;
+  validate57)  # session 57 (one GPU): the narrow PAD band at long contexts (measured at
+    # 256 / 1024 only), then the new defaults (short-query graphs on, the narrow band)
+    # against the old graphs, fixed K=1, vLLM K=1 / 2 and plain on the mix, batch 32-128
+    nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu_uuid.txt" 2>&1
+    timeout "${PLANS_TIMEOUT:-90}" python3 benchmarks/kernels/bench_captured_plans.py \
+      --out "$W/plans" --pad-tiles --bounds 8 --max-model-len 8448 \
+      --shapes 8x8,9x2,10x5,12x1,12x5,12x9 --contexts 4096,8192 2>&1 | tail -3
+    cp "$W/plans/captured_plans.json" "$OUT/captured_plans_pad_tiles_long.json" 2>/dev/null
+    timeout "${VS_TIMEOUT:-440}" python3 benchmarks/e2e/vs_vllm.py --out "$W/validate" \
+      --systems "${VALIDATE_SYSTEMS:-bass_default,bass_long_graphs,bass_fixed1,vllm_k1,vllm_k2,plain}" \
+      --keep-order --drafts 4x1024 --acceptance "${VALIDATE_ACCEPTANCE:-mix}" \
+      --batches "${VALIDATE_BATCHES:-32,64,128}" --prompt-len 128 --max-tokens 128 \
+      --repeats 3 --min-timed-seconds 2 --timeout 150 2>&1 | tail -6
+    cleanup
+    cp "$W/validate.json" "$W/validate.md" "$OUT/" 2>/dev/null
+    pack validate57 ;;
   tests53)  # session 53: the engine tests on the final policy (the sub-knee token floor):
     # GPU 0 greedy identity, async and sync; GPU 1 the seeded and distribution tests
     VS_TIMEOUT=${VS_TIMEOUT:-480} PAIR0_CMD="env OUT=$W/greedy bash scripts/gpu_tests.sh files

@@ -71,12 +71,12 @@ ENVIRONMENT_VARIABLES: dict[str, tuple[str, str]] = {
              "every 4 steps while its requests, costs and closed-batch end hold (A/B "
              "measurements)"),
     "VLLM_BASS_SHORT_QUERY_GRAPHS": (
-        "0", "1 (experiment, session 55): where a captured mixed-batch graph's attention "
-             "plan for a few long verifications differs from the plan for many one-draft "
-             "requests (4-104 tokens on a 7B shape), a second graph of that size planned for "
-             "the latter, replayed for batches of more requests than the first serves "
-             "(session 56, H200: its attention 1.12-1.35x faster on one-draft batches, end "
-             "to end 1.00x the default over 15 cells: not adopted)"),
+        "1", "0: one captured mixed-batch graph a size, planned for a few long "
+             "verifications, as before session 57, not also a second graph of that size "
+             "planned for many one-draft requests (4-104 tokens on a 7B shape), replayed for "
+             "batches of more requests than the first serves (H200: attention 1.12-1.35x "
+             "faster on one-draft batches, the target 0.95x the graph time at equal step "
+             "shapes on the mix; A/B measurements)"),
     "VLLM_BASS_KNEE_PRICE": (
         "max", "sum: a verified token past the knee costs the fitted token price plus the "
                "knee's compute price, as before session 32 (A/B measurements); max (the "

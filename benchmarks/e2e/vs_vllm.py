@@ -191,8 +191,10 @@ EXTRA_SYSTEMS["bass_fit_step"] = {}
 # larger of them (VLLM_BASS_KNEE_PRICE=sum, the default before session 32)
 EXTRA_SYSTEMS["bass_knee_sum"] = {}
 # mixed-batch graphs of 4-104 tokens also captured planned for many one-draft requests
-# (VLLM_BASS_SHORT_QUERY_GRAPHS=1, session 55's experiment): the A/B against the default
+# (VLLM_BASS_SHORT_QUERY_GRAPHS=1, session 55's experiment, the default since session 57),
+# and one graph a size as before (=0): the A/B
 EXTRA_SYSTEMS["bass_short_graphs"] = {}
+EXTRA_SYSTEMS["bass_long_graphs"] = {}
 # our attention's graph binaries compiled as the capture meets them, one at a time
 # (VLLM_BASS_PRECOMPILE_THREADS=0, before session 34), not ahead in parallel: start-up A/B
 EXTRA_SYSTEMS["bass_noprecompile"] = {}
@@ -251,6 +253,8 @@ def system_env(system: str) -> dict:
         return {"VLLM_BASS_PRECOMPILE_THREADS": "0"}
     if system == "bass_short_graphs":
         return {"VLLM_BASS_SHORT_QUERY_GRAPHS": "1"}
+    if system == "bass_long_graphs":
+        return {"VLLM_BASS_SHORT_QUERY_GRAPHS": "0"}
     return {"VLLM_BASS_FIRST_PASS_GRAPHS": "0"} if system.endswith(FIRST_PASS_AB) else {}
 
 

@@ -248,7 +248,7 @@ def test_short_query_graphs_split_a_size_by_its_request_count(monkeypatch):
     replays it, a larger one the size's mixed key. Each is captured under its own key from
     its own dummy batch: the long one from requests of 1 + K tokens, the short one from
     requests of two tokens with the attention planned for them. Sizes whose plans agree
-    (128 tokens) keep one graph; without the variable nothing changes."""
+    (128 tokens) keep one graph; the default since session 57, =0 one graph a size."""
     from vllm.config import CUDAGraphMode
 
     from vllm_bass.attention import planned_query_len
@@ -259,11 +259,11 @@ def test_short_query_graphs_split_a_size_by_its_request_count(monkeypatch):
     monkeypatch.setattr(pa, "num_sms", lambda device=None: 132)
     full = CUDAGraphMode.FULL
 
-    monkeypatch.delenv("VLLM_BASS_SHORT_QUERY_GRAPHS", raising=False)
+    monkeypatch.setenv("VLLM_BASS_SHORT_QUERY_GRAPHS", "0")
     plain, groups = _seven_b_runner(16, 128, (8, 16, 32, 64, 128))
     assert add_full_graphs_for_mixed_batches(plain, [{BassAttentionBackend}], groups)
     assert not plain.cudagraph_dispatcher.long_query_keys
-    monkeypatch.setenv("VLLM_BASS_SHORT_QUERY_GRAPHS", "1")
+    monkeypatch.delenv("VLLM_BASS_SHORT_QUERY_GRAPHS", raising=False)  # the default: on
     runner_in, groups = _seven_b_runner(16, 128, (8, 16, 32, 64, 128))
     assert add_full_graphs_for_mixed_batches(runner_in, [{BassAttentionBackend}], groups)
     d = runner_in.cudagraph_dispatcher
