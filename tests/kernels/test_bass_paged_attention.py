@@ -373,26 +373,22 @@ def test_full_pad_stages_follow_the_planned_context():
 @pytest.mark.cpu
 def test_narrow_pad_between_two_and_three_programs_an_sm():
     """9-12 requests of a 7B layer (2.2-2.9 programs an SM on 132 SMs) run PAD on the narrow
-    tiles in 3 stages (session 57, H200 graph-timed: 1.1-1.3x the wide ones at 256 and 1024
-    cached tokens); 8 requests (1.9 an SM) keep the wide tiles; past PAD_TWO_STAGE_CONTEXT
-    (not measured) the wide tiles stay; eager and captured plans alike."""
-    from vllm_bass.kernels.paged_attention import PAD_TWO_STAGE_CONTEXT
-
+    tiles in 3 stages (session 57, H200 graph-timed: 1.2-1.3x the wide ones at 256-8192
+    cached tokens); 8 requests (1.9 an SM) keep the wide tiles; eager and captured plans
+    alike."""
     sms = 132
     for any_batch in (False, True):
         for batch in (9, 10, 12):
             for query in (1, 2, 5, 9):
-                for context in (256, 1024, PAD_TWO_STAGE_CONTEXT):
+                for context in (256, 1024, 4096, 8192):
                     plan = choose_plan(batch, 32, 32, 128, query, context, sms,
                                        any_batch=any_batch)
                     assert plan.strategy == "pad", (batch, query, context)
                     assert plan.tiles == pick_tiles(32, 32, 128, query), (batch, query, context)
                     assert plan.tiles.num_stages == 3
-                long = choose_plan(batch, 32, 32, 128, query, PAD_TWO_STAGE_CONTEXT + 1, sms,
-                                   any_batch=any_batch)
-                assert long.tiles == pick_tiles(32, 32, 128, query, wide=True)
-        wide = choose_plan(8, 32, 32, 128, 8, 1024, sms, any_batch=any_batch)
-        assert wide.tiles == pick_tiles(32, 32, 128, 8, wide=True)
+        for context in (1024, 4096):
+            wide = choose_plan(8, 32, 32, 128, 8, context, sms, any_batch=any_batch)
+            assert wide.tiles == pick_tiles(32, 32, 128, 8, wide=True)
         # at 3 programs an SM the full-occupancy rule (2 stages) takes over
         assert choose_plan(13, 32, 32, 128, 2, 1024, sms).tiles.num_stages == 2
 

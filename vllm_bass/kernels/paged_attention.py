@@ -6,8 +6,7 @@ batch x KV heads x query tiles programs, each reading a whole context:
 
 * >= ``PAD_PROGRAMS_PER_SM`` programs per SM: PAD, 64-key steps, 4 warps (2 K/V
   stages up to ``PAD_TWO_STAGE_CONTEXT`` keys, else 3);
-* fewer, but >= ``NARROW_PAD_PROGRAMS_PER_SM``, contexts up to ``PAD_TWO_STAGE_CONTEXT``:
-  PAD on the same tiles, 3 stages;
+* fewer, but >= ``NARROW_PAD_PROGRAMS_PER_SM``: PAD on the same tiles, 3 stages;
 * fewer, but >= ``WIDE_PAD_PROGRAMS_PER_SM``, or short contexts: PAD with
   128-key steps and 8 warps (more bytes in flight per program);
 * fewer still: SPLIT the KV length into at most ``SPLIT_PROGRAMS_PER_SM`` x SMs
@@ -56,12 +55,13 @@ reference = paged_attention_ref
 
 PAD_PROGRAMS_PER_SM = 3.0
 WIDE_PAD_PROGRAMS_PER_SM = 1.9
-# Between these, up to PAD_TWO_STAGE_CONTEXT planned keys, PAD keeps the narrow tiles (64
-# keys, 4 warps, the chooser's 3 stages): H200, 7B layer with its cache write, graph-timed
-# (session 57, `bench_captured_plans.py --pad-tiles`): 9-12 requests of 1-9 tokens (288-384
-# programs, 2.2-2.9 an SM) 20.4-23.5 us against the wide tiles' 26.1-31.2 at 256 cached
-# tokens, 53.1-60.0 against 65.9-75.5 at 1024; 8 requests (256 programs, 1.9 an SM) want
-# the wide ones (44.9 against 52.0 at 1024). Longer contexts: not measured, wide as before.
+# Between these PAD keeps the narrow tiles (64 keys, 4 warps, the chooser's 3 stages):
+# H200, 7B layer with its cache write, graph-timed (session 57, `bench_captured_plans.py
+# --pad-tiles`): 9-12 requests of 1-9 tokens (288-384 programs, 2.2-2.9 an SM) 20.4-23.5 us
+# against the wide tiles' 26.1-31.2 at 256 cached tokens, 53.1-60.0 against 65.9-75.5 at
+# 1024, 181-195 against 217-241 at 4096, 346-376 against 418-462 at 8192 (FA3 370-373 at
+# 12 x 1-9); 8 requests (256 programs, 1.9 an SM) want the wide ones (44.9 against 52.0 at
+# 1024, 137 against 180 at 4096).
 NARROW_PAD_PROGRAMS_PER_SM = 2.1
 # SPLIT launches at most this many programs an SM (rounded down to whole splits): H100,
 # 7B layer, batch 1 (32 programs a split): 12 splits beat 8-9 and 16-32 at 4096 / 8192
@@ -167,8 +167,7 @@ def choose_plan(
     if strategy == "auto":
         if programs >= PAD_PROGRAMS_PER_SM * sms:
             return _pad(tiles, any_batch, 2 if max_seq_len <= PAD_TWO_STAGE_CONTEXT else 0)
-        if (programs >= NARROW_PAD_PROGRAMS_PER_SM * sms
-                and max_seq_len <= PAD_TWO_STAGE_CONTEXT):
+        if programs >= NARROW_PAD_PROGRAMS_PER_SM * sms:
             return _pad(tiles, any_batch)
         if (SHORT_CONTEXT < max_seq_len <= SHORT_CONTEXT + SHORT_PAD_REACH
                 and SHORT_PAD_PROGRAMS_PER_SM * sms <= programs < WIDE_PAD_PROGRAMS_PER_SM * sms):
